@@ -1,0 +1,131 @@
+use std::fmt;
+
+use super::RequestId;
+
+/// The JSON type of a value, named in validation reasons ("id is an object").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JsonKind {
+    /// `null`.
+    Null,
+    /// `true` or `false`.
+    Boolean,
+    /// An integer number.
+    Integer,
+    /// A number with a fraction or an exponent.
+    Fractional,
+    /// A string.
+    String,
+    /// An array.
+    Array,
+    /// An object.
+    Object,
+}
+
+impl JsonKind {
+    /// The kind of a raw JSON text, read from its first byte (and, for numbers, its shape).
+    pub fn of_raw(raw: &str) -> JsonKind {
+        match raw.as_bytes().first() {
+            Some(b'"') => JsonKind::String,
+            Some(b'{') => JsonKind::Object,
+            Some(b'[') => JsonKind::Array,
+            Some(b't' | b'f') => JsonKind::Boolean,
+            Some(b'n') => JsonKind::Null,
+            _ if raw.bytes().any(|b| matches!(b, b'.' | b'e' | b'E')) => JsonKind::Fractional,
+            _ => JsonKind::Integer,
+        }
+    }
+}
+
+impl fmt::Display for JsonKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            JsonKind::Null => "null",
+            JsonKind::Boolean => "a boolean",
+            JsonKind::Integer => "an integer",
+            JsonKind::Fractional => "a fractional number",
+            JsonKind::String => "a string",
+            JsonKind::Array => "an array",
+            JsonKind::Object => "an object",
+        })
+    }
+}
+
+/// What is wrong with a line that claims to be a JSON-RPC message.
+///
+/// The `Display` text is the reason a user reads: `id is null`, `both result and error`,
+/// `jsonrpc is "1.0"`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvalidReason {
+    /// The line begins like a protocol message and mentions `"jsonrpc"` but is not valid JSON.
+    #[error("not valid JSON: {0}")]
+    NotJson(String),
+    /// `jsonrpc` is present but is not the string `"2.0"`.
+    #[error("jsonrpc is {0}")]
+    WrongVersion(String),
+    /// A member appears twice.
+    #[error("member {0} appears twice")]
+    DuplicateMember(&'static str),
+    /// `id` is `null`.
+    #[error("id is null")]
+    NullId,
+    /// `id` is neither a string nor an integer.
+    #[error("id is {0}, not a string or an integer")]
+    IdKind(JsonKind),
+    /// `id` is an integer outside the 64-bit range.
+    #[error("id is an integer outside the 64-bit range")]
+    IdOutOfRange,
+    /// `method` is not a string.
+    #[error("method is {0}, not a string")]
+    MethodKind(JsonKind),
+    /// `params` is neither an object nor an array.
+    #[error("params is {0}, not an object or an array")]
+    ParamsKind(JsonKind),
+    /// A message with `method` also carries `result` or `error`.
+    #[error("a message with method also has {0}")]
+    MethodAndResponse(&'static str),
+    /// A response has both `result` and `error`.
+    #[error("both result and error")]
+    ResultAndError,
+    /// A result response without an id.
+    #[error("result without id")]
+    ResultWithoutId,
+    /// The object has `jsonrpc` but none of `method`, `result`, `error`.
+    #[error("none of method, result or error")]
+    NoMethodResultOrError,
+    /// `error` is not an object.
+    #[error("error is {0}, not an object")]
+    ErrorKind(JsonKind),
+    /// `error.code` is missing or not an integer.
+    #[error("error.code is {0}, not an integer")]
+    ErrorCodeKind(String),
+    /// `error.message` is missing or not a string.
+    #[error("error.message is {0}, not a string")]
+    ErrorMessageKind(String),
+    /// A batch (a JSON array of messages) outside protocol 2025-03-26.
+    #[error("a batch (JSON array) of messages, allowed only under protocol 2025-03-26")]
+    BatchNotAllowed,
+    /// An empty batch.
+    #[error("an empty batch")]
+    EmptyBatch,
+    /// An element of a batch is invalid.
+    #[error("batch element {index}: {reason}")]
+    InBatch {
+        /// The element's position, from 0.
+        index: usize,
+        /// What is wrong with it.
+        reason: Box<InvalidReason>,
+    },
+}
+
+/// A line that claimed to be a JSON-RPC message and failed validation.
+///
+/// `id` is the request id when it could be read, so the call waiting for it can fail at once.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid JSON-RPC message: {reason}")]
+pub struct InvalidMessage {
+    /// What failed validation.
+    pub reason: InvalidReason,
+    /// The id, when one could be read.
+    pub id: Option<RequestId>,
+}

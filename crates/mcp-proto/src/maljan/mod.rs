@@ -1,0 +1,14 @@
+//! Maljan's conventions over MCP: how a tool's answer is read, the error envelope and its
+//! codes, the capability manifest, the platform primitives and the `files` list.
+
+mod answer;
+mod error_code;
+mod files;
+mod manifest;
+mod primitives;
+
+pub use answer::{Outcome, ToolAnswer, ToolFailure};
+pub use error_code::ErrorCode;
+pub use files::{FileRef, files_in};
+pub use manifest::{CapabilityManifest, ToolCapability};
+pub use primitives::{PLATFORM_PRIMITIVES, is_platform_primitive};

@@ -1,0 +1,20 @@
+//! Method names.
+
+/// The first request of a legacy-era connection.
+pub const INITIALIZE: &str = "initialize";
+/// The notification that ends a client's setup.
+pub const INITIALIZED: &str = "notifications/initialized";
+/// Lists tools, a page at a time.
+pub const TOOLS_LIST: &str = "tools/list";
+/// Calls a tool.
+pub const TOOLS_CALL: &str = "tools/call";
+/// A liveness check either side may send.
+pub const PING: &str = "ping";
+/// Cancels an in-flight request.
+pub const CANCELLED: &str = "notifications/cancelled";
+/// Progress of a long-running request.
+pub const PROGRESS: &str = "notifications/progress";
+/// A log message from the server.
+pub const MESSAGE: &str = "notifications/message";
+/// The server's tool list changed.
+pub const TOOLS_LIST_CHANGED: &str = "notifications/tools/list_changed";

@@ -1,0 +1,3 @@
+//! placeholder
+mod classifier;
+pub use classifier::*;
