@@ -1,0 +1,110 @@
+use maljan_mcp_proto::maljan::{CapabilityManifest, is_platform_primitive};
+use maljan_mcp_proto::mcp::{Implementation, Tool};
+use maljan_mcp_stdio::LineCounts;
+use serde::Serialize;
+
+/// What a connection test shows of a server: who it is, its tools, the ones that cannot run
+/// here with why and what to do, and what its stdout held besides the protocol.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerCard {
+    /// The server's configured name.
+    pub server: String,
+    /// What the server says it is.
+    pub server_info: Implementation,
+    /// The protocol version in use.
+    pub protocol_version: String,
+    /// The model-facing tools (platform primitives left out).
+    pub tools: Vec<CardTool>,
+    /// The tools the manifest says cannot run on the server's host.
+    pub unavailable: Vec<UnavailableTool>,
+    /// The platform primitives the server offers.
+    pub primitives: Vec<String>,
+    /// The manifest, when the server offers `capabilities`.
+    pub manifest: Option<CapabilityManifest>,
+    /// Why the manifest could not be read, when it could not.
+    pub manifest_error: Option<String>,
+    /// What the server's stdout held so far.
+    pub stdout: LineCounts,
+}
+
+/// A tool on the card.
+#[derive(Debug, Clone, Serialize)]
+pub struct CardTool {
+    /// The tool's name.
+    pub name: String,
+    /// The name to show.
+    pub title: String,
+    /// What it does.
+    pub description: Option<String>,
+    /// Whether the manifest says it can run.
+    pub available: bool,
+}
+
+/// A tool that cannot run on the server's host.
+#[derive(Debug, Clone, Serialize)]
+pub struct UnavailableTool {
+    /// The tool.
+    pub name: String,
+    /// Why not.
+    pub reason: String,
+    /// What to do about it.
+    pub remediation: Option<String>,
+    /// What is lost without it.
+    pub without: Option<String>,
+}
+
+impl ServerCard {
+    pub(crate) fn new(
+        server: &str,
+        server_info: &Implementation,
+        protocol_version: &str,
+        tools: &[Tool],
+        manifest: Option<&CapabilityManifest>,
+        manifest_error: Option<&str>,
+        stdout: LineCounts,
+    ) -> ServerCard {
+        let available = |name: &str| {
+            manifest
+                .and_then(|m| m.tool(name))
+                .is_none_or(|t| t.available)
+        };
+        ServerCard {
+            server: server.to_owned(),
+            server_info: server_info.clone(),
+            protocol_version: protocol_version.to_owned(),
+            tools: tools
+                .iter()
+                .filter(|t| !is_platform_primitive(&t.name))
+                .map(|t| CardTool {
+                    name: t.name.clone(),
+                    title: t.display_name().to_owned(),
+                    description: t.description.clone(),
+                    available: available(&t.name),
+                })
+                .collect(),
+            unavailable: manifest
+                .map(|m| {
+                    m.unavailable()
+                        .map(|t| UnavailableTool {
+                            name: t.name.clone(),
+                            reason: t
+                                .reason
+                                .clone()
+                                .unwrap_or_else(|| "the server gave no reason".to_owned()),
+                            remediation: t.remediation.clone(),
+                            without: t.without.clone(),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            primitives: tools
+                .iter()
+                .filter(|t| is_platform_primitive(&t.name))
+                .map(|t| t.name.clone())
+                .collect(),
+            manifest: manifest.cloned(),
+            manifest_error: manifest_error.map(str::to_owned),
+            stdout,
+        }
+    }
+}

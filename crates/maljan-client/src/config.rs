@@ -1,0 +1,67 @@
+use std::time::Duration;
+
+use maljan_mcp_proto::mcp::Implementation;
+use maljan_mcp_stdio::{ServerCommand, StdioConfig};
+
+/// How to reach a server.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum ServerTransport {
+    /// A child process speaking newline-delimited JSON-RPC on stdin/stdout.
+    Stdio(ServerCommand),
+}
+
+/// A server the client can connect to.
+///
+/// ```
+/// use maljan_client::{ServerConfig, ServerTransport};
+/// use maljan_mcp_stdio::ServerCommand;
+/// let config = ServerConfig::stdio("sidecar", ServerCommand::new("maljan-sidecar"));
+/// assert_eq!(config.stdio.name, "sidecar");
+/// ```
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// The server's name, as used in logs, errors and the ledger.
+    pub name: String,
+    /// How to reach it.
+    pub transport: ServerTransport,
+    /// Settings of the stdio transport.
+    pub stdio: StdioConfig,
+}
+
+impl ServerConfig {
+    /// A stdio server with default transport settings.
+    pub fn stdio(name: impl Into<String>, command: ServerCommand) -> Self {
+        let name = name.into();
+        ServerConfig {
+            stdio: StdioConfig::named(name.clone()),
+            name,
+            transport: ServerTransport::Stdio(command),
+        }
+    }
+}
+
+/// The client's own settings.
+#[derive(Debug, Clone)]
+pub struct ClientSettings {
+    /// How long a call waits when the manifest's `timeout_s` is null or absent.
+    pub default_timeout: Duration,
+    /// How long each setup request waits.
+    pub setup_timeout: Duration,
+    /// Who the client says it is.
+    pub client_info: Implementation,
+}
+
+impl Default for ClientSettings {
+    fn default() -> Self {
+        ClientSettings {
+            default_timeout: Duration::from_secs(60),
+            setup_timeout: Duration::from_secs(30),
+            client_info: Implementation {
+                name: "maljan".to_owned(),
+                version: env!("CARGO_PKG_VERSION").to_owned(),
+                title: Some("Maljan".to_owned()),
+            },
+        }
+    }
+}

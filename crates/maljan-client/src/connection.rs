@@ -1,0 +1,449 @@
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+use maljan_mcp_proto::maljan::{
+    CapabilityManifest, ErrorCode, ToolAnswer, ToolFailure, is_platform_primitive,
+};
+use maljan_mcp_proto::mcp::{
+    CallToolParams, CallToolResult, CancelledParams, Implementation, InitializeParams,
+    InitializeResult, ListToolsParams, ListToolsResult, ProtocolVersion, Tool, methods,
+};
+use maljan_mcp_stdio::{
+    CloseReport, Connection, EndsSetup, LineCounts, PendingRequest, Reply, TransportError,
+};
+use serde::Serialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use crate::card::ServerCard;
+use crate::{ClientError, ClientSettings, ServerConfig, ServerTransport};
+
+/// The most `tools/list` pages read in a setup: a server that pages for ever is refused.
+const MAX_TOOL_PAGES: usize = 1000;
+/// The name of the manifest tool.
+const CAPABILITIES: &str = "capabilities";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SetupState {
+    Fresh,
+    Connecting,
+    Connected,
+    Failed,
+}
+
+/// What setup learned about a server.
+#[derive(Debug, Clone)]
+pub struct ServerSetup {
+    /// The protocol version the server chose.
+    pub protocol: ProtocolVersion,
+    /// What the server says it is.
+    pub server_info: Implementation,
+    /// How to use the server, for a model.
+    pub instructions: Option<String>,
+    /// Every tool, platform primitives included.
+    pub tools: Vec<Tool>,
+    /// The capability manifest, when the server offers `capabilities`.
+    pub manifest: Option<CapabilityManifest>,
+    /// Why the manifest could not be read.
+    pub manifest_error: Option<String>,
+}
+
+/// A connection to one MCP server, set up exactly once.
+///
+/// ```no_run
+/// # async fn run() -> Result<(), maljan_client::ClientError> {
+/// use maljan_client::{ClientSettings, ServerConfig, ServerConnection};
+/// use maljan_mcp_stdio::ServerCommand;
+///
+/// let config = ServerConfig::stdio("sidecar", ServerCommand::new("maljan-sidecar"));
+/// let server = ServerConnection::connect(&config, ClientSettings::default()).await?;
+/// let card = server.card()?;
+/// println!("{} offers {} tools", card.server, card.tools.len());
+/// let answer = server
+///     .call("file_info", serde_json::json!({"path": "/etc/hostname"}))
+///     .await?;
+/// println!("{}", answer.value);
+/// server.close().await;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct ServerConnection {
+    name: String,
+    connection: Connection,
+    settings: ClientSettings,
+    state: Mutex<SetupState>,
+    setup: OnceLock<ServerSetup>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn to_raw<T: Serialize>(value: &T) -> Option<Box<RawValue>> {
+    serde_json::value::to_raw_value(value).ok()
+}
+
+fn last_tools_page(result: &RawValue) -> bool {
+    serde_json::from_str::<ListToolsResult>(result.get())
+        .map(|page| page.next_cursor.is_none())
+        .unwrap_or(false)
+}
+
+/// Why one request went unanswered or failed, before reading its answer.
+enum RequestFailure {
+    TimedOut(Duration),
+    Transport(TransportError),
+}
+
+impl ServerConnection {
+    /// Starts the server and sets it up. When setup fails, the server is closed and the
+    /// error says how it exited and what it last wrote on stderr.
+    pub async fn connect(
+        config: &ServerConfig,
+        settings: ClientSettings,
+    ) -> Result<ServerConnection, ClientError> {
+        let server = Self::start(config, settings)?;
+        match server.setup().await {
+            Ok(_) => Ok(server),
+            Err(ClientError::SetupFailed {
+                server: name,
+                step,
+                detail,
+                ..
+            }) => {
+                let report = server.close().await;
+                Err(ClientError::SetupFailed {
+                    server: name,
+                    step,
+                    detail,
+                    exit: report.status.map(|s| format!("exited with {s}")),
+                    stderr_tail: report.stderr_tail,
+                })
+            }
+            Err(other) => Err(other),
+        }
+    }
+
+    /// Starts the server without setting it up.
+    pub fn start(
+        config: &ServerConfig,
+        settings: ClientSettings,
+    ) -> Result<ServerConnection, ClientError> {
+        let connection = match &config.transport {
+            ServerTransport::Stdio(command) => Connection::spawn(command, config.stdio.clone())?,
+        };
+        Ok(Self::over(connection, settings))
+    }
+
+    /// Wraps a transport connection (for example one over in-memory pipes).
+    pub fn over(connection: Connection, settings: ClientSettings) -> ServerConnection {
+        ServerConnection {
+            name: connection.server().to_owned(),
+            connection,
+            settings,
+            state: Mutex::new(SetupState::Fresh),
+            setup: OnceLock::new(),
+        }
+    }
+
+    /// The server's configured name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Sets the connection up: `initialize`, `notifications/initialized`, every `tools/list`
+    /// page, then `capabilities` when offered. Done once: a second call while connected or
+    /// connecting is refused.
+    pub async fn setup(&self) -> Result<&ServerSetup, ClientError> {
+        {
+            let mut state = lock(&self.state);
+            let refused = match *state {
+                SetupState::Fresh => None,
+                SetupState::Connecting => Some("connecting"),
+                SetupState::Connected => Some("connected"),
+                SetupState::Failed => Some("a connection whose setup failed"),
+            };
+            if let Some(state) = refused {
+                return Err(ClientError::AlreadySetUp {
+                    server: self.name.clone(),
+                    state,
+                });
+            }
+            *state = SetupState::Connecting;
+        }
+        let result = self.run_setup().await;
+        let mut state = lock(&self.state);
+        match result {
+            Ok(setup) => {
+                *state = SetupState::Connected;
+                Ok(self.setup.get_or_init(|| setup))
+            }
+            Err(e) => {
+                *state = SetupState::Failed;
+                Err(e)
+            }
+        }
+    }
+
+    fn setup_failed(&self, step: &'static str, detail: impl Into<String>) -> ClientError {
+        ClientError::SetupFailed {
+            server: self.name.clone(),
+            step,
+            detail: detail.into(),
+            exit: None,
+            stderr_tail: self.connection.stderr_tail(),
+        }
+    }
+
+    async fn setup_request<P: Serialize>(
+        &self,
+        step: &'static str,
+        params: &P,
+        ends_setup: Option<EndsSetup>,
+    ) -> Result<Box<RawValue>, ClientError> {
+        let params = to_raw(params);
+        let reply = self
+            .request(step, params, self.settings.setup_timeout, ends_setup, false)
+            .await;
+        match reply {
+            Ok(Reply::Result(result)) => Ok(result),
+            Ok(Reply::Error(e)) => Err(self.setup_failed(
+                step,
+                format!("the server answered error {}: {}", e.code, e.message),
+            )),
+            Err(RequestFailure::TimedOut(t)) => Err(self.setup_failed(
+                step,
+                format!("no answer within {} s", t.as_secs_f64()),
+            )),
+            Err(RequestFailure::Transport(e)) => Err(self.setup_failed(step, e.to_string())),
+        }
+    }
+
+    async fn run_setup(&self) -> Result<ServerSetup, ClientError> {
+        let params = InitializeParams::new(self.settings.client_info.clone());
+        let raw = self.setup_request(methods::INITIALIZE, &params, None).await?;
+        let init: InitializeResult = serde_json::from_str(raw.get()).map_err(|e| {
+            self.setup_failed(methods::INITIALIZE, format!("the answer is not an InitializeResult: {e}"))
+        })?;
+        let protocol = ProtocolVersion::parse(&init.protocol_version)
+            .map_err(|e| self.setup_failed(methods::INITIALIZE, e.to_string()))?;
+        self.connection.set_batches_allowed(protocol.allows_batches());
+        self.connection
+            .notify(methods::INITIALIZED, None)
+            .await
+            .map_err(|e| self.setup_failed(methods::INITIALIZED, e.to_string()))?;
+
+        let mut tools = Vec::new();
+        let mut cursor = None;
+        for _ in 0..MAX_TOOL_PAGES {
+            let params = ListToolsParams {
+                cursor: cursor.take(),
+            };
+            let raw = self
+                .setup_request(methods::TOOLS_LIST, &params, Some(last_tools_page as EndsSetup))
+                .await?;
+            let page: ListToolsResult = serde_json::from_str(raw.get()).map_err(|e| {
+                self.setup_failed(methods::TOOLS_LIST, format!("the answer is not a tool list: {e}"))
+            })?;
+            tools.extend(page.tools);
+            match page.next_cursor {
+                None => break,
+                Some(next) => cursor = Some(next),
+            }
+        }
+        if cursor.is_some() {
+            return Err(self.setup_failed(
+                methods::TOOLS_LIST,
+                format!("the tool list did not end within {MAX_TOOL_PAGES} pages"),
+            ));
+        }
+        // The window closes on the last page's answer; this makes sure of it.
+        self.connection.close_setup_window();
+
+        let (manifest, manifest_error) = if tools.iter().any(|t| t.name == CAPABILITIES) {
+            let answer = self
+                .call_tool(CAPABILITIES, Map::new(), self.settings.setup_timeout)
+                .await;
+            match answer.failure() {
+                Some(f) => (None, Some(format!("{}: {}", f.code, f.message))),
+                None => match serde_json::from_value::<CapabilityManifest>(answer.value) {
+                    Ok(m) => (Some(m), None),
+                    Err(e) => (None, Some(format!("the manifest is malformed: {e}"))),
+                },
+            }
+        } else {
+            (None, None)
+        };
+        Ok(ServerSetup {
+            protocol,
+            server_info: init.server_info,
+            instructions: init.instructions,
+            tools,
+            manifest,
+            manifest_error,
+        })
+    }
+
+    /// Sends a request and waits up to `wait`; on giving up, tells the server with
+    /// `notifications/cancelled` (unless `cancellable` is false, as for `initialize`).
+    async fn request(
+        &self,
+        method: &str,
+        params: Option<Box<RawValue>>,
+        wait: Duration,
+        ends_setup: Option<EndsSetup>,
+        cancellable: bool,
+    ) -> Result<Reply, RequestFailure> {
+        let pending: PendingRequest = match ends_setup {
+            Some(ends) => self.connection.send_setup_request(method, params, ends).await,
+            None => self.connection.send_request(method, params).await,
+        }
+        .map_err(RequestFailure::Transport)?;
+        let id = pending.id().clone();
+        match tokio::time::timeout(wait, pending).await {
+            Ok(reply) => reply.map_err(RequestFailure::Transport),
+            Err(_) => {
+                if cancellable && method != methods::INITIALIZE {
+                    let cancel = CancelledParams {
+                        request_id: id,
+                        reason: Some(format!("no answer within {} s", wait.as_secs_f64())),
+                    };
+                    let _ = self.connection.notify(methods::CANCELLED, to_raw(&cancel)).await;
+                }
+                Err(RequestFailure::TimedOut(wait))
+            }
+        }
+    }
+
+    /// What setup learned, once it is done.
+    pub fn setup_info(&self) -> Option<&ServerSetup> {
+        self.setup.get()
+    }
+
+    fn require_setup(&self) -> Result<&ServerSetup, ClientError> {
+        self.setup.get().ok_or_else(|| ClientError::NotSetUp {
+            server: self.name.clone(),
+        })
+    }
+
+    /// The tools a model may see: every tool but the platform primitives.
+    pub fn model_tools(&self) -> Result<Vec<&Tool>, ClientError> {
+        Ok(self
+            .require_setup()?
+            .tools
+            .iter()
+            .filter(|t| !is_platform_primitive(&t.name))
+            .collect())
+    }
+
+    /// The server card.
+    pub fn card(&self) -> Result<ServerCard, ClientError> {
+        let setup = self.require_setup()?;
+        Ok(ServerCard::new(
+            &self.name,
+            &setup.server_info,
+            setup.protocol.as_str(),
+            &setup.tools,
+            setup.manifest.as_ref(),
+            setup.manifest_error.as_deref(),
+            self.connection.counts(),
+        ))
+    }
+
+    /// How long a call to `tool` waits: the manifest's `timeout_s`, else the default.
+    pub fn timeout_for(&self, tool: &str) -> Duration {
+        self.setup
+            .get()
+            .and_then(|s| s.manifest.as_ref())
+            .and_then(|m| m.tool(tool))
+            .and_then(|t| t.timeout_s)
+            .filter(|s| s.is_finite() && *s > 0.0)
+            .map_or(self.settings.default_timeout, Duration::from_secs_f64)
+    }
+
+    /// Calls a tool and reads its answer by Maljan's rules. A call that fails (the tool's
+    /// error envelope, a JSON-RPC error, no answer within the wait, a lost connection, an
+    /// invalid answer) is a failed [`ToolAnswer`] with its code, not an `Err`.
+    ///
+    /// `arguments` must be a JSON object (or null for none).
+    pub async fn call(&self, tool: &str, arguments: Value) -> Result<ToolAnswer, ClientError> {
+        let setup = self.require_setup()?;
+        if !setup.tools.iter().any(|t| t.name == tool) {
+            return Err(ClientError::UnknownTool {
+                server: self.name.clone(),
+                tool: tool.to_owned(),
+                known: self.model_tools()?.iter().map(|t| t.name.clone()).collect(),
+            });
+        }
+        let arguments = match arguments {
+            Value::Object(map) => map,
+            Value::Null => Map::new(),
+            other => {
+                return Ok(ToolAnswer::failed(ToolFailure::new(
+                    ErrorCode::BadArgument,
+                    format!("the arguments must be a JSON object, not {other}"),
+                    Some("pass arguments as key=value pairs or a JSON object".to_owned()),
+                )));
+            }
+        };
+        Ok(self.call_tool(tool, arguments, self.timeout_for(tool)).await)
+    }
+
+    async fn call_tool(&self, tool: &str, arguments: Map<String, Value>, wait: Duration) -> ToolAnswer {
+        let params = CallToolParams {
+            name: tool.to_owned(),
+            arguments: Some(arguments),
+        };
+        let reply = self
+            .request(methods::TOOLS_CALL, to_raw(&params), wait, None, true)
+            .await;
+        match reply {
+            Ok(Reply::Result(raw)) => match serde_json::from_str::<CallToolResult>(raw.get()) {
+                Ok(result) => ToolAnswer::read(&result),
+                Err(e) => ToolAnswer::failed(ToolFailure::new(
+                    ErrorCode::InvalidAnswer,
+                    format!("server {} answered {tool} with something that is not a tool result: {e}", self.name),
+                    Some("report this to the server's authors".to_owned()),
+                )),
+            },
+            Ok(Reply::Error(error)) => ToolAnswer::from_rpc_error(&error),
+            Err(RequestFailure::TimedOut(t)) => ToolAnswer::failed(ToolFailure::new(
+                ErrorCode::Unanswered,
+                format!(
+                    "server {} did not answer {tool} within {} s; the call was cancelled",
+                    self.name,
+                    t.as_secs_f64()
+                ),
+                Some(
+                    "raise the tool's timeout_s on the server, or the client's default timeout"
+                        .to_owned(),
+                ),
+            )),
+            Err(RequestFailure::Transport(TransportError::InvalidAnswer { reason, .. })) => {
+                ToolAnswer::failed(ToolFailure::new(
+                    ErrorCode::InvalidAnswer,
+                    format!("server {} answered {tool} with an invalid message: {reason}", self.name),
+                    Some("report this to the server's authors".to_owned()),
+                ))
+            }
+            Err(RequestFailure::Transport(e)) => ToolAnswer::failed(ToolFailure::new(
+                ErrorCode::ConnectionLost,
+                e.to_string(),
+                Some(match self.connection.stderr_tail() {
+                    tail if tail.is_empty() => "check the server's logs and restart it".to_owned(),
+                    tail => format!("check the server's last stderr lines and restart it:\n{tail}"),
+                }),
+            )),
+        }
+    }
+
+    /// What the server's stdout held so far.
+    pub fn counts(&self) -> LineCounts {
+        self.connection.counts()
+    }
+
+    /// Closes the connection (see [`Connection::close`]).
+    pub async fn close(self) -> CloseReport {
+        self.connection.close().await
+    }
+}

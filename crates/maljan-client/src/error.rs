@@ -1,0 +1,75 @@
+use maljan_mcp_stdio::SpawnError;
+
+/// Why a server could not be used. Failures of a single call are not errors: they are
+/// [`ToolAnswer`](maljan_mcp_proto::maljan::ToolAnswer)s that failed, with a code.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// The server process could not be started.
+    #[error(transparent)]
+    Spawn(#[from] SpawnError),
+    /// Setup (initialize, tools/list, capabilities) failed.
+    #[error("{}", setup_failed_text(server, step, detail, exit, stderr_tail))]
+    SetupFailed {
+        /// The server's name.
+        server: String,
+        /// The step that failed: `initialize`, `tools/list`.
+        step: &'static str,
+        /// What went wrong.
+        detail: String,
+        /// How the process ended, when it did.
+        exit: Option<String>,
+        /// The last lines of its stderr.
+        stderr_tail: String,
+    },
+    /// A second setup on a connection that is connected or connecting.
+    #[error(
+        "server {server} is already {state}; a connection is set up once and for all: open a \
+         new connection to set up again"
+    )]
+    AlreadySetUp {
+        /// The server's name.
+        server: String,
+        /// `connected` or `connecting`.
+        state: &'static str,
+    },
+    /// A call before setup.
+    #[error("server {server} is not set up; call setup() first")]
+    NotSetUp {
+        /// The server's name.
+        server: String,
+    },
+    /// A call to a tool the server does not offer.
+    #[error(
+        "server {server} has no tool named {tool:?}; its tools are: {}; see `maljan tools {server}`",
+        known.join(", ")
+    )]
+    UnknownTool {
+        /// The server's name.
+        server: String,
+        /// The tool asked for.
+        tool: String,
+        /// The tools it has (model-facing ones).
+        known: Vec<String>,
+    },
+}
+
+fn setup_failed_text(
+    server: &str,
+    step: &str,
+    detail: &str,
+    exit: &Option<String>,
+    stderr_tail: &str,
+) -> String {
+    let mut text = format!("server {server} could not be set up: {step} failed: {detail}");
+    if let Some(exit) = exit {
+        text.push_str(&format!("; the server {exit}"));
+    }
+    if stderr_tail.is_empty() {
+        text.push_str("; it wrote nothing on stderr");
+    } else {
+        text.push_str(&format!("; last stderr:\n{stderr_tail}"));
+    }
+    text.push_str("\nCheck that the command starts an MCP server over stdio (try running it by hand).");
+    text
+}

@@ -1,0 +1,130 @@
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use tokio::process::{Child, Command};
+
+use super::connection::{Connection, StoppedBy};
+use super::stderr::{StderrTail, drain_stderr};
+use super::{SpawnError, StdioConfig};
+
+/// How to start a stdio server.
+///
+/// ```
+/// use maljan_mcp_stdio::ServerCommand;
+/// let command = ServerCommand::new("maljan-sidecar").arg("--stdio").env("RUST_LOG", "info");
+/// assert_eq!(command.args, ["--stdio"]);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerCommand {
+    /// The program, found on PATH when it has no slash.
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Environment variables set on top of the client's own.
+    pub env: Vec<(String, String)>,
+    /// The working directory; the client's when `None`.
+    pub cwd: Option<PathBuf>,
+}
+
+impl ServerCommand {
+    /// A command with no arguments.
+    pub fn new(program: impl Into<PathBuf>) -> Self {
+        ServerCommand {
+            program: program.into(),
+            args: Vec::new(),
+            env: Vec::new(),
+            cwd: None,
+        }
+    }
+
+    /// Adds an argument.
+    pub fn arg(mut self, arg: impl Into<String>) -> Self {
+        self.args.push(arg.into());
+        self
+    }
+
+    /// Sets an environment variable.
+    pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct ServerChild {
+    child: Child,
+}
+
+impl ServerChild {
+    pub(crate) fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// Waits for the child to exit after its stdin closed; then SIGTERM; then SIGKILL.
+    pub(crate) async fn stop(&mut self, grace: Duration) -> (Option<ExitStatus>, StoppedBy) {
+        if let Ok(Ok(status)) = tokio::time::timeout(grace, self.child.wait()).await {
+            return (Some(status), StoppedBy::StdinClosed);
+        }
+        if let Some(pid) = self.pid() {
+            signal(pid, Signal::SIGTERM);
+            if let Ok(Ok(status)) = tokio::time::timeout(grace, self.child.wait()).await {
+                return (Some(status), StoppedBy::Terminated);
+            }
+        }
+        let _ = self.child.kill().await;
+        (self.child.try_wait().ok().flatten(), StoppedBy::Killed)
+    }
+}
+
+fn signal(pid: u32, signal: Signal) {
+    if let Ok(pid) = i32::try_from(pid) {
+        // The child is not reaped before `stop` returns, so its pid cannot have been reused.
+        let _ = kill(Pid::from_raw(pid), signal);
+    }
+}
+
+/// Kills the child at once (a protocol violation); it is reaped by `close` or on drop.
+pub(crate) fn kill_now(pid: u32) {
+    signal(pid, Signal::SIGKILL);
+}
+
+impl Connection {
+    /// Starts a server process with piped stdin, stdout and stderr and connects to it.
+    ///
+    /// Stderr is drained continuously, logged under the server's name, and its last lines
+    /// are kept ([`Connection::stderr_tail`]). Must be called within a tokio runtime.
+    pub fn spawn(command: &ServerCommand, config: StdioConfig) -> Result<Connection, SpawnError> {
+        let mut cmd = Command::new(&command.program);
+        cmd.args(&command.args)
+            .envs(command.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        if let Some(cwd) = &command.cwd {
+            cmd.current_dir(cwd);
+        }
+        let spawn_error = |source| SpawnError {
+            server: config.name.clone(),
+            program: command.program.display().to_string(),
+            source,
+        };
+        let mut child = cmd.spawn().map_err(spawn_error)?;
+        let missing = || std::io::Error::other("a standard stream was not piped");
+        let stdin = child.stdin.take().ok_or_else(missing).map_err(spawn_error)?;
+        let stdout = child.stdout.take().ok_or_else(missing).map_err(spawn_error)?;
+        let stderr = child.stderr.take().ok_or_else(missing).map_err(spawn_error)?;
+        let tail = Arc::new(Mutex::new(StderrTail::default()));
+        let stderr_task = tokio::spawn(drain_stderr(stderr, config.name.clone(), tail.clone()));
+        Ok(Connection::start(
+            stdout,
+            stdin,
+            Some((ServerChild { child }, stderr_task, tail)),
+            config,
+        ))
+    }
+}

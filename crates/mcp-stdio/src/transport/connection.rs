@@ -1,0 +1,584 @@
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::process::ExitStatus;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use maljan_mcp_proto::jsonrpc::{
+    ErrorObject, ErrorResponse, Message, Notification, Request, RequestId, Response,
+    error_codes,
+};
+use maljan_mcp_proto::mcp::methods;
+use serde_json::value::RawValue;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use super::child::ServerChild;
+use super::stderr::StderrTail;
+use super::{StdioConfig, TransportError};
+use crate::classifier::{Event, LineClassifier, LineCounts};
+
+/// How many outgoing lines may wait for the writer.
+const OUTGOING_QUEUE: usize = 64;
+/// Bytes read from stdout at a time.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// A request's answer: its result, or the JSON-RPC error the server answered.
+#[derive(Debug)]
+pub enum Reply {
+    /// The result, unparsed.
+    Result(Box<RawValue>),
+    /// The server answered with an error.
+    Error(ErrorObject),
+}
+
+/// Decides, from a response's result, whether it ends the setup window.
+pub type EndsSetup = fn(&RawValue) -> bool;
+
+struct PendingEntry {
+    reply: oneshot::Sender<Result<Reply, TransportError>>,
+    ends_setup: Option<EndsSetup>,
+}
+
+pub(crate) struct Shared {
+    server: String,
+    pending: Mutex<HashMap<RequestId, PendingEntry>>,
+    failure: Mutex<Option<TransportError>>,
+    counts: Mutex<LineCounts>,
+    outgoing: Mutex<Option<mpsc::Sender<Vec<u8>>>>,
+    next_id: AtomicI64,
+    close_window: AtomicBool,
+    batches_allowed: AtomicBool,
+    stderr: Arc<Mutex<StderrTail>>,
+    child_pid: Option<u32>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding one of these locks leaves plain data behind; keep going.
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Shared {
+    /// Ends the connection: remembers why, and fails every pending request with it.
+    fn fail(&self, error: TransportError) {
+        let error = {
+            let mut failure = lock(&self.failure);
+            failure.get_or_insert(error).clone()
+        };
+        let pending: Vec<PendingEntry> = lock(&self.pending).drain().map(|(_, e)| e).collect();
+        for entry in pending {
+            let _ = entry.reply.send(Err(error.clone()));
+        }
+        lock(&self.outgoing).take();
+    }
+
+    fn failure(&self) -> Option<TransportError> {
+        lock(&self.failure).clone()
+    }
+
+    fn lost(&self, detail: impl Into<String>) -> TransportError {
+        TransportError::ConnectionLost {
+            server: self.server.clone(),
+            detail: detail.into(),
+        }
+    }
+
+    async fn send_line(&self, line: Vec<u8>) -> Result<(), TransportError> {
+        if let Some(failure) = self.failure() {
+            return Err(failure);
+        }
+        let sender = lock(&self.outgoing).clone();
+        let Some(sender) = sender else {
+            return Err(self.failure().unwrap_or(TransportError::Closed {
+                server: self.server.clone(),
+            }));
+        };
+        sender.send(line).await.map_err(|_| {
+            self.failure()
+                .unwrap_or_else(|| self.lost("the server's stdin is closed"))
+        })
+    }
+}
+
+fn encode(message: &Message) -> Vec<u8> {
+    let mut line = message.to_json().into_bytes();
+    line.push(b'\n');
+    line
+}
+
+/// A connection to an MCP server over newline-delimited JSON-RPC: a child process's
+/// stdin/stdout, or any [`AsyncRead`]/[`AsyncWrite`] pair.
+///
+/// Requests are correlated with responses by id. The server's stdout goes through a
+/// [`LineClassifier`]: stray lines are left out and counted, invalid messages are stated
+/// and fail the call they name, non-UTF-8 ends the connection and fails every pending call.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use maljan_mcp_stdio::{Connection, Reply, StdioConfig};
+/// use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+///
+/// let (client_side, server_side) = tokio::io::duplex(4096);
+/// let (client_read, client_write) = tokio::io::split(client_side);
+/// let connection = Connection::over(client_read, client_write, StdioConfig::named("echo"));
+///
+/// // A tiny server: answers request 1 with an empty result, after a banner line.
+/// let (server_read, mut server_write) = tokio::io::split(server_side);
+/// tokio::spawn(async move {
+///     let mut lines = BufReader::new(server_read).lines();
+///     let _request = lines.next_line().await;
+///     server_write.write_all(b"banner\n{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n").await.unwrap();
+/// });
+///
+/// let reply = connection.send_request("ping", None).await.unwrap().await.unwrap();
+/// assert!(matches!(reply, Reply::Result(r) if r.get() == "{}"));
+/// assert_eq!(connection.counts().stray, 1);
+/// connection.close().await;
+/// # }
+/// ```
+///
+/// # Cancel safety
+///
+/// [`Connection::send_request`] and [`Connection::notify`] either queue a whole line or none.
+/// Dropping a [`PendingRequest`] forgets the request; a late answer is then ignored.
+#[derive(Debug)]
+pub struct Connection {
+    shared: Arc<Shared>,
+    grace: Duration,
+    reader: Option<JoinHandle<()>>,
+    writer: Option<JoinHandle<()>>,
+    stderr_task: Option<JoinHandle<()>>,
+    child: Option<ServerChild>,
+    notifications: Option<mpsc::Receiver<Notification>>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared").field("server", &self.server).finish_non_exhaustive()
+    }
+}
+
+/// What [`Connection::close`] found.
+#[derive(Debug, Clone)]
+pub struct CloseReport {
+    /// The child's exit status (`None` for a connection without a child).
+    pub status: Option<ExitStatus>,
+    /// How the child was stopped.
+    pub stopped_by: StoppedBy,
+    /// What the server's stdout held.
+    pub counts: LineCounts,
+    /// The last lines the server wrote on stderr.
+    pub stderr_tail: String,
+}
+
+/// How a child was brought to exit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoppedBy {
+    /// It had exited already, or exited when its stdin closed.
+    StdinClosed,
+    /// It exited on SIGTERM.
+    Terminated,
+    /// It had to be killed.
+    Killed,
+    /// There was no child.
+    NoChild,
+}
+
+impl Connection {
+    /// A connection over any reader (the server's output) and writer (its input).
+    ///
+    /// Must be called within a tokio runtime.
+    pub fn over<R, W>(reader: R, writer: W, config: StdioConfig) -> Connection
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        Self::start(reader, writer, None, config)
+    }
+
+    pub(crate) fn start<R, W>(
+        reader: R,
+        writer: W,
+        child: Option<(ServerChild, JoinHandle<()>, Arc<Mutex<StderrTail>>)>,
+        config: StdioConfig,
+    ) -> Connection
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let (outgoing_tx, outgoing_rx) = mpsc::channel(OUTGOING_QUEUE);
+        let (notify_tx, notify_rx) = mpsc::channel(config.notification_capacity.max(1));
+        let (child, stderr_task, stderr) = match child {
+            Some((c, t, s)) => (Some(c), Some(t), s),
+            None => (None, None, Arc::default()),
+        };
+        let shared = Arc::new(Shared {
+            server: config.name.clone(),
+            pending: Mutex::default(),
+            failure: Mutex::default(),
+            counts: Mutex::default(),
+            outgoing: Mutex::new(Some(outgoing_tx)),
+            next_id: AtomicI64::new(1),
+            close_window: AtomicBool::new(false),
+            batches_allowed: AtomicBool::new(false),
+            stderr,
+            child_pid: child.as_ref().and_then(ServerChild::pid),
+        });
+        let reader = tokio::spawn(read_loop(reader, shared.clone(), config.clone(), notify_tx));
+        let writer = tokio::spawn(write_loop(writer, outgoing_rx, shared.clone()));
+        Connection {
+            shared,
+            grace: config.close_grace,
+            reader: Some(reader),
+            writer: Some(writer),
+            stderr_task,
+            child,
+            notifications: Some(notify_rx),
+        }
+    }
+
+    /// The server's name, as configured.
+    pub fn server(&self) -> &str {
+        &self.shared.server
+    }
+
+    /// Sends a request and returns the pending answer.
+    pub async fn send_request(
+        &self,
+        method: &str,
+        params: Option<Box<RawValue>>,
+    ) -> Result<PendingRequest, TransportError> {
+        self.send_request_inner(method, params, None).await
+    }
+
+    /// Sends a request whose answer may end the setup window: when `ends_setup` says so of
+    /// its result, the window closes before the next line of stdout is read.
+    pub async fn send_setup_request(
+        &self,
+        method: &str,
+        params: Option<Box<RawValue>>,
+        ends_setup: EndsSetup,
+    ) -> Result<PendingRequest, TransportError> {
+        self.send_request_inner(method, params, Some(ends_setup)).await
+    }
+
+    async fn send_request_inner(
+        &self,
+        method: &str,
+        params: Option<Box<RawValue>>,
+        ends_setup: Option<EndsSetup>,
+    ) -> Result<PendingRequest, TransportError> {
+        let id = RequestId::Integer(self.shared.next_id.fetch_add(1, Ordering::Relaxed));
+        let (reply, answer) = oneshot::channel();
+        lock(&self.shared.pending).insert(id.clone(), PendingEntry { reply, ends_setup });
+        let pending = PendingRequest {
+            id: id.clone(),
+            answer,
+            shared: self.shared.clone(),
+        };
+        let line = encode(&Message::Request(Request {
+            id,
+            method: method.to_owned(),
+            params,
+        }));
+        self.shared.send_line(line).await?;
+        Ok(pending)
+    }
+
+    /// Sends a notification.
+    pub async fn notify(
+        &self,
+        method: &str,
+        params: Option<Box<RawValue>>,
+    ) -> Result<(), TransportError> {
+        let line = encode(&Message::Notification(Notification {
+            method: method.to_owned(),
+            params,
+        }));
+        self.shared.send_line(line).await
+    }
+
+    /// Closes the setup window for good: from the next line on, nothing is salvaged.
+    pub fn close_setup_window(&self) {
+        self.shared.close_window.store(true, Ordering::Release);
+    }
+
+    /// Allows batches on stdout (protocol 2025-03-26 only).
+    pub fn set_batches_allowed(&self, allowed: bool) {
+        self.shared.batches_allowed.store(allowed, Ordering::Release);
+    }
+
+    /// The counts of what stdout held so far.
+    pub fn counts(&self) -> LineCounts {
+        *lock(&self.shared.counts)
+    }
+
+    /// The last lines the server wrote on stderr.
+    pub fn stderr_tail(&self) -> String {
+        lock(&self.shared.stderr).text()
+    }
+
+    /// Why the connection ended, once it has.
+    pub fn failure(&self) -> Option<TransportError> {
+        self.shared.failure()
+    }
+
+    /// Takes the receiver of the server's notifications (once). Notifications that arrive
+    /// while it is full or not taken are dropped.
+    pub fn take_notifications(&mut self) -> Option<mpsc::Receiver<Notification>> {
+        self.notifications.take()
+    }
+
+    /// Closes the connection: closes stdin, waits the grace for the child to exit, then
+    /// SIGTERM, waits again, then SIGKILL, and reaps it. Pending requests fail as closed.
+    pub async fn close(mut self) -> CloseReport {
+        lock(&self.shared.outgoing).take();
+        if let Some(writer) = self.writer.take() {
+            finish_task(writer, self.grace).await;
+        }
+        let (status, stopped_by) = match self.child.as_mut() {
+            Some(child) => child.stop(self.grace).await,
+            None => (None, StoppedBy::NoChild),
+        };
+        if let Some(reader) = self.reader.take() {
+            finish_task(reader, self.grace).await;
+        }
+        if let Some(stderr) = self.stderr_task.take() {
+            finish_task(stderr, self.grace).await;
+        }
+        self.shared.fail(TransportError::Closed {
+            server: self.shared.server.clone(),
+        });
+        let counts = self.counts();
+        let stderr_tail = self.stderr_tail();
+        if counts.stray > 0 || counts.invalid > 0 || counts.oversized > 0 {
+            tracing::warn!(
+                server = %self.shared.server,
+                "stdout held lines that were not protocol messages: {counts}"
+            );
+        }
+        CloseReport {
+            status,
+            stopped_by,
+            counts,
+            stderr_tail,
+        }
+    }
+}
+
+/// Waits for a task to end by itself within the grace, then aborts it.
+async fn finish_task(task: JoinHandle<()>, grace: Duration) {
+    let abort = task.abort_handle();
+    if tokio::time::timeout(grace, task).await.is_err() {
+        abort.abort();
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        for task in [&self.reader, &self.writer, &self.stderr_task]
+            .into_iter()
+            .flatten()
+        {
+            task.abort();
+        }
+        // The child, if any, is killed by its own drop (kill_on_drop); nothing is spawned.
+    }
+}
+
+/// An answer on its way.
+///
+/// Resolves to the server's [`Reply`], or to the [`TransportError`] that ended the wait.
+/// Dropping it forgets the request (send `notifications/cancelled` for the server's sake).
+#[derive(Debug)]
+pub struct PendingRequest {
+    id: RequestId,
+    answer: oneshot::Receiver<Result<Reply, TransportError>>,
+    shared: Arc<Shared>,
+}
+
+impl PendingRequest {
+    /// The request's id.
+    pub fn id(&self) -> &RequestId {
+        &self.id
+    }
+}
+
+impl Future for PendingRequest {
+    type Output = Result<Reply, TransportError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let shared = self.shared.clone();
+        Pin::new(&mut self.answer).poll(cx).map(|answer| {
+            answer.unwrap_or_else(|_| {
+                Err(shared.failure().unwrap_or(TransportError::Closed {
+                    server: shared.server.clone(),
+                }))
+            })
+        })
+    }
+}
+
+impl Drop for PendingRequest {
+    fn drop(&mut self) {
+        lock(&self.shared.pending).remove(&self.id);
+    }
+}
+
+async fn write_loop<W: AsyncWrite + Unpin>(
+    mut writer: W,
+    mut outgoing: mpsc::Receiver<Vec<u8>>,
+    shared: Arc<Shared>,
+) {
+    while let Some(line) = outgoing.recv().await {
+        let written = async {
+            writer.write_all(&line).await?;
+            writer.flush().await
+        };
+        if let Err(e) = written.await {
+            shared.fail(shared.lost(format!("writing to the server's stdin failed: {e}")));
+            return;
+        }
+    }
+    let _ = writer.shutdown().await;
+}
+
+async fn read_loop<R: AsyncRead + Unpin>(
+    mut reader: R,
+    shared: Arc<Shared>,
+    config: StdioConfig,
+    notifications: mpsc::Sender<Notification>,
+) {
+    let mut classifier = LineClassifier::new(config.classifier);
+    let mut chunk = vec![0u8; READ_CHUNK];
+    loop {
+        match reader.read(&mut chunk).await {
+            Ok(0) => classifier.handle_eof(),
+            Ok(n) => classifier.handle_bytes(&chunk[..n]),
+            Err(e) => {
+                shared.fail(shared.lost(format!("reading the server's stdout failed: {e}")));
+                return;
+            }
+        }
+        loop {
+            if shared.close_window.load(Ordering::Acquire) {
+                classifier.close_setup_window();
+            }
+            classifier.set_batches_allowed(shared.batches_allowed.load(Ordering::Acquire));
+            let Some(event) = classifier.poll_event() else {
+                break;
+            };
+            handle_event(event, &shared, &mut classifier, &notifications).await;
+        }
+        *lock(&shared.counts) = classifier.counts();
+        if classifier.is_finished() {
+            break;
+        }
+    }
+    shared.fail(shared.lost("the server closed its stdout"));
+}
+
+async fn handle_event(
+    event: Event,
+    shared: &Shared,
+    classifier: &mut LineClassifier,
+    notifications: &mpsc::Sender<Notification>,
+) {
+    let server = shared.server.as_str();
+    match event {
+        Event::Message(Message::Response(Response { id, result })) => {
+            let entry = lock(&shared.pending).remove(&id);
+            match entry {
+                Some(entry) => {
+                    if entry.ends_setup.is_some_and(|ends| ends(&result)) {
+                        classifier.close_setup_window();
+                        shared.close_window.store(true, Ordering::Release);
+                    }
+                    let _ = entry.reply.send(Ok(Reply::Result(result)));
+                }
+                None => tracing::debug!(server, %id, "an answer to no pending request (given up on?)"),
+            }
+        }
+        Event::Message(Message::Error(ErrorResponse { id, error })) => {
+            let entry = id.as_ref().and_then(|id| lock(&shared.pending).remove(id));
+            match entry {
+                Some(entry) => {
+                    let _ = entry.reply.send(Ok(Reply::Error(error)));
+                }
+                None => tracing::warn!(
+                    server,
+                    code = error.code,
+                    "an error answer to no pending request: {}",
+                    error.message
+                ),
+            }
+        }
+        Event::Message(Message::Request(request)) => {
+            let reply = if request.method == methods::PING {
+                Message::Response(Response {
+                    id: request.id,
+                    result: RawValue::from_string("{}".to_owned()).expect("{} is JSON"),
+                })
+            } else {
+                Message::Error(ErrorResponse {
+                    id: Some(request.id),
+                    error: ErrorObject::new(
+                        error_codes::METHOD_NOT_FOUND,
+                        format!("this client does not serve {}", request.method),
+                    ),
+                })
+            };
+            let _ = shared.send_line(encode(&reply)).await;
+        }
+        Event::Message(Message::Notification(notification)) => {
+            if notification.method == methods::MESSAGE {
+                let text = notification.params.as_ref().map_or("", |p| p.get());
+                tracing::info!(target: "maljan_mcp_stdio::server_log", server, "{text}");
+            }
+            let _ = notifications.try_send(notification);
+        }
+        Event::Salvaged { prefix } => {
+            tracing::info!(server, "read a message from after a progress bar or byte-order mark during setup: {prefix:?}");
+        }
+        Event::FirstStray { excerpt } => {
+            tracing::warn!(
+                server,
+                "a line on stdout is not a protocol message and was left out (later ones are \
+                 counted and reported at close); the server should log to stderr: {excerpt}"
+            );
+        }
+        Event::Invalid {
+            invalid,
+            excerpt,
+            stated,
+        } => {
+            if stated {
+                tracing::warn!(server, "invalid protocol message on stdout: {}: {excerpt}", invalid.reason);
+            }
+            let entry = invalid.id.as_ref().and_then(|id| lock(&shared.pending).remove(id));
+            if let Some(entry) = entry {
+                let _ = entry.reply.send(Err(TransportError::InvalidAnswer {
+                    server: shared.server.clone(),
+                    reason: invalid.reason,
+                }));
+            }
+        }
+        Event::Oversized { length, excerpt } => {
+            tracing::warn!(server, length, "a line over the line cap was discarded unread: {excerpt}");
+        }
+        Event::NotUtf8 { offset } => {
+            tracing::error!(server, offset, "stdout is not UTF-8; closing the connection");
+            shared.fail(TransportError::NotUtf8 {
+                server: shared.server.clone(),
+                offset,
+            });
+            if let Some(pid) = shared.child_pid {
+                super::child::kill_now(pid);
+            }
+        }
+    }
+}

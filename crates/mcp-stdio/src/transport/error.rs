@@ -1,0 +1,68 @@
+use std::io;
+
+use maljan_mcp_proto::jsonrpc::InvalidReason;
+
+/// Why a request on a stdio connection did not get its answer.
+///
+/// Every variant names the server, says what happened and what to do about it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransportError {
+    /// The server wrote bytes that are not UTF-8 on stdout; the connection was ended.
+    #[error(
+        "server {server} wrote bytes that are not UTF-8 on stdout at byte offset {offset}; \
+         the connection was closed (a server must write only UTF-8 protocol lines on stdout, \
+         and its logs on stderr)"
+    )]
+    NotUtf8 {
+        /// The server's name.
+        server: String,
+        /// The stream offset of the invalid sequence.
+        offset: u64,
+    },
+    /// The connection ended before the answer came.
+    #[error("server {server}: connection lost: {detail}")]
+    ConnectionLost {
+        /// The server's name.
+        server: String,
+        /// What ended it.
+        detail: String,
+    },
+    /// The answer to this request failed validation.
+    #[error("server {server} answered with an invalid message: {reason}")]
+    InvalidAnswer {
+        /// The server's name.
+        server: String,
+        /// What failed validation.
+        reason: InvalidReason,
+    },
+    /// The connection was closed by this side.
+    #[error("server {server}: the connection is closed")]
+    Closed {
+        /// The server's name.
+        server: String,
+    },
+}
+
+impl TransportError {
+    /// Whether the connection is gone (as opposed to one answer being invalid).
+    pub fn is_connection_lost(&self) -> bool {
+        !matches!(self, TransportError::InvalidAnswer { .. })
+    }
+}
+
+/// A server process could not be started.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "could not start server {server} (`{program}`): {source}; check the command, its \
+     arguments and PATH in the server's configuration"
+)]
+pub struct SpawnError {
+    /// The server's name.
+    pub server: String,
+    /// The program.
+    pub program: String,
+    /// The operating system's error.
+    #[source]
+    pub source: io::Error,
+}

@@ -1,0 +1,48 @@
+//! The tokio transport: a child process, or any reader/writer pair, driven through the
+//! [`LineClassifier`](crate::LineClassifier).
+
+mod child;
+mod connection;
+mod error;
+mod stderr;
+
+use std::time::Duration;
+
+pub use child::ServerCommand;
+pub use connection::{CloseReport, Connection, EndsSetup, PendingRequest, Reply, StoppedBy};
+pub use error::{SpawnError, TransportError};
+pub use stderr::{STDERR_TAIL_BYTES, STDERR_TAIL_LINES};
+
+use crate::classifier::ClassifierConfig;
+
+/// Settings of a stdio connection.
+///
+/// ```
+/// use maljan_mcp_stdio::StdioConfig;
+/// let config = StdioConfig::named("sidecar");
+/// assert_eq!(config.classifier.max_line_bytes, 32 * 1024 * 1024);
+/// assert_eq!(config.close_grace.as_secs(), 2);
+/// ```
+#[derive(Debug, Clone)]
+pub struct StdioConfig {
+    /// The server's name, used in logs and errors.
+    pub name: String,
+    /// The classifier's limits.
+    pub classifier: ClassifierConfig,
+    /// How long `close` waits at each step (stdin closed, SIGTERM) before the next.
+    pub close_grace: Duration,
+    /// How many server notifications may wait to be received before more are dropped.
+    pub notification_capacity: usize,
+}
+
+impl StdioConfig {
+    /// Defaults, with the server's name.
+    pub fn named(name: impl Into<String>) -> Self {
+        StdioConfig {
+            name: name.into(),
+            classifier: ClassifierConfig::default(),
+            close_grace: Duration::from_secs(2),
+            notification_capacity: 256,
+        }
+    }
+}
