@@ -30,3 +30,4 @@ pub use card::{CardTool, ServerCard, UnavailableTool};
 pub use config::{ClientSettings, ServerConfig, ServerTransport};
 pub use connection::{ServerConnection, ServerSetup};
 pub use error::ClientError;
+pub use maljan_mcp_stdio::{CloseReport, LineCounts, ServerCommand, StdioConfig};

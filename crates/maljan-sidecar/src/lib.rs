@@ -1,1 +1,43 @@
-//! placeholder
+//! Maljan's reference analysis sidecar: an MCP tool server built with
+//! [`maljan_sidecar_kit`], offering real analysis tools.
+//!
+//! - `file_info {path}`: size, sha256, type by magic bytes, Shannon entropy (bits per byte).
+//! - `strings {path, search?, min_length?, limit?}`: printable ASCII runs, and where each
+//!   search term occurs; quoted terms are read unquoted, and the answer says what each was
+//!   read as (`read_as`).
+//! - `archive_list {path}`: ZIP members, listed by `zipinfo` (Debian's `unzip`); probed at
+//!   start, and reported unavailable with its remediation where the program is missing.
+//! - `capabilities`: the manifest.
+//!
+//! It runs as its own binary (`maljan-sidecar`) and inside `maljan` (`maljan sidecar`).
+//!
+//! ```
+//! let server = maljan_sidecar::server();
+//! let names: Vec<&str> = server.manifest().tools.iter().map(|t| t.name.as_str()).collect();
+//! assert_eq!(names, ["file_info", "strings", "archive_list"]);
+//! ```
+
+mod tools;
+
+use maljan_sidecar_kit::Server;
+
+/// The server's name in its manifest.
+pub const NAME: &str = "maljan-sidecar";
+
+/// Builds the server; tool dependencies are probed now.
+pub fn server() -> Server {
+    Server::builder(NAME, env!("CARGO_PKG_VERSION"))
+        .tool(tools::file_info_spec(), tools::file_info)
+        .tool(tools::strings_spec(), tools::strings)
+        .tool(tools::archive_list_spec(), tools::archive_list)
+        .build()
+}
+
+/// Makes stdio safe, logs to stderr, and serves over stdin/stdout until stdin ends.
+pub async fn serve_stdio() -> std::io::Result<()> {
+    let protocol_out = maljan_sidecar_kit::stdio_safe()?;
+    maljan_sidecar_kit::log_to_stderr();
+    server()
+        .serve(tokio::io::stdin(), tokio::fs::File::from_std(protocol_out))
+        .await
+}

@@ -1,0 +1,394 @@
+use std::any::Any;
+use std::collections::HashMap;
+use std::io;
+use std::sync::{Arc, Mutex};
+
+use maljan_mcp_proto::jsonrpc::{
+    ErrorObject, ErrorResponse, Message, Request, RequestId, Response, error_codes,
+};
+use maljan_mcp_proto::maljan::{CapabilityManifest, ErrorCode, ToolCapability, ToolFailure};
+use maljan_mcp_proto::mcp::{
+    CallToolParams, CallToolResult, CancelledParams, ContentBlock, Implementation,
+    InitializeParams, InitializeResult, ListToolsResult, ProtocolVersion, Tool, methods,
+};
+use maljan_mcp_stdio::{ClassifierConfig, Event, LineClassifier};
+use serde::Serialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value, json};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
+use tokio::task::{AbortHandle, JoinSet};
+
+use crate::tool::Handler;
+use crate::{Arguments, ProbeResult, ToolContext, ToolResult, ToolSpec};
+
+/// The name of the manifest tool every kit server offers.
+pub const CAPABILITIES: &str = "capabilities";
+
+struct RegisteredTool {
+    spec: ToolSpec,
+    handler: Handler,
+    /// `Ok(found)` or `Err(reason)` from the dependency's probe.
+    dependency: Option<Result<String, String>>,
+}
+
+/// Builds a [`Server`]: tools with their handlers; the manifest is probed at `build`.
+#[derive(Default)]
+pub struct ServerBuilder {
+    name: String,
+    version: String,
+    tools: Vec<(ToolSpec, Handler)>,
+}
+
+impl std::fmt::Debug for ServerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerBuilder")
+            .field("name", &self.name)
+            .field("tools", &self.tools.iter().map(|t| &t.0.name).collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl ServerBuilder {
+    /// Adds a tool. Its handler runs on a blocking thread; a panic in it becomes a
+    /// `tool_failed` answer.
+    pub fn tool<F>(mut self, spec: ToolSpec, handler: F) -> Self
+    where
+        F: Fn(&Arguments, &ToolContext) -> ToolResult + Send + Sync + 'static,
+    {
+        self.tools.push((spec, Arc::new(handler)));
+        self
+    }
+
+    /// Probes every tool's dependency and builds the server and its manifest.
+    pub fn build(self) -> Server {
+        let tools = self
+            .tools
+            .into_iter()
+            .map(|(spec, handler)| {
+                let dependency = spec.dependency.as_ref().map(|d| match d.probe.run() {
+                    ProbeResult::Found(found) => Ok(found),
+                    ProbeResult::Missing(reason) => Err(reason),
+                });
+                RegisteredTool {
+                    spec,
+                    handler,
+                    dependency,
+                }
+            })
+            .collect::<Vec<_>>();
+        let manifest = CapabilityManifest {
+            server: self.name.clone(),
+            version: self.version.clone(),
+            tools: tools
+                .iter()
+                .map(|t| ToolCapability {
+                    name: t.spec.name.clone(),
+                    optional_dependency: t.spec.dependency.as_ref().map(|d| d.probe.name()),
+                    available: !matches!(t.dependency, Some(Err(_))),
+                    reason: match &t.dependency {
+                        Some(Err(reason)) => Some(reason.clone()),
+                        _ => None,
+                    },
+                    timeout_s: t.spec.timeout_s,
+                    remediation: match &t.dependency {
+                        Some(Err(_)) => t.spec.dependency.as_ref().map(|d| d.remediation.clone()),
+                        _ => None,
+                    },
+                    without: t.spec.dependency.as_ref().and_then(|d| d.without.clone()),
+                })
+                .collect(),
+        };
+        Server {
+            info: Implementation {
+                name: self.name,
+                version: self.version,
+                title: None,
+            },
+            tools,
+            manifest,
+        }
+    }
+}
+
+/// A tool server: answers `initialize`, `tools/list`, `tools/call` and `ping`, honours
+/// `notifications/cancelled`, and offers the `capabilities` manifest.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use maljan_sidecar_kit::{Server, ToolSpec};
+/// let server = Server::builder("demo", "1.0.0")
+///     .tool(ToolSpec::new("hello", "Says hello"), |_args, _ctx| Ok(serde_json::json!({"hello": "world"})))
+///     .build();
+/// assert_eq!(server.manifest().tools.len(), 1);
+///
+/// let requests = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"hello\"}}\n";
+/// let mut out = Vec::new();
+/// server.serve(&requests[..], &mut out).await.unwrap();
+/// let answer = String::from_utf8(out).unwrap();
+/// assert!(answer.contains("world"));
+/// # }
+/// ```
+pub struct Server {
+    info: Implementation,
+    tools: Vec<RegisteredTool>,
+    manifest: CapabilityManifest,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("info", &self.info)
+            .field("manifest", &self.manifest)
+            .finish_non_exhaustive()
+    }
+}
+
+fn raw<T: Serialize>(value: &T) -> Box<RawValue> {
+    serde_json::value::to_raw_value(value)
+        .unwrap_or_else(|_| RawValue::from_string("null".to_owned()).expect("null is JSON"))
+}
+
+fn encode(message: &Message) -> Vec<u8> {
+    let mut line = message.to_json().into_bytes();
+    line.push(b'\n');
+    line
+}
+
+fn error_reply(id: RequestId, code: i64, message: String) -> Message {
+    Message::Error(ErrorResponse {
+        id: Some(id),
+        error: ErrorObject::new(code, message),
+    })
+}
+
+fn panic_text(panic: &(dyn Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
+}
+
+impl Server {
+    /// Starts building a server.
+    pub fn builder(name: impl Into<String>, version: impl Into<String>) -> ServerBuilder {
+        ServerBuilder {
+            name: name.into(),
+            version: version.into(),
+            tools: Vec::new(),
+        }
+    }
+
+    /// The capability manifest, as probed at build.
+    pub fn manifest(&self) -> &CapabilityManifest {
+        &self.manifest
+    }
+
+    fn tool_list(&self) -> Vec<Tool> {
+        let capabilities = Tool {
+            name: CAPABILITIES.to_owned(),
+            title: None,
+            description: Some("What this server can do on the host it runs on".to_owned()),
+            input_schema: json!({"type": "object", "additionalProperties": false}),
+            output_schema: None,
+            annotations: None,
+        };
+        std::iter::once(capabilities)
+            .chain(self.tools.iter().map(|t| Tool {
+                name: t.spec.name.clone(),
+                title: None,
+                description: Some(t.spec.description.clone()),
+                input_schema: t.spec.input_schema.clone(),
+                output_schema: None,
+                annotations: None,
+            }))
+            .collect()
+    }
+
+    /// Serves over stdio: calls [`stdio_safe`](crate::stdio_safe) first, then reads stdin and
+    /// answers on the private duplicate of stdout until stdin ends.
+    pub async fn serve_stdio(self) -> io::Result<()> {
+        let protocol_out = crate::stdio_safe()?;
+        self.serve(tokio::io::stdin(), tokio::fs::File::from_std(protocol_out))
+            .await
+    }
+
+    /// Serves newline-delimited JSON-RPC over any reader and writer until the reader ends,
+    /// then waits for calls in flight to answer.
+    pub async fn serve<R, W>(self, mut reader: R, writer: W) -> io::Result<()>
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let server = Arc::new(self);
+        let (out_tx, out_rx) = mpsc::channel::<Vec<u8>>(64);
+        let writer_task = tokio::spawn(write_lines(writer, out_rx));
+        let in_flight: Arc<Mutex<HashMap<RequestId, AbortHandle>>> = Arc::default();
+        let mut calls = JoinSet::new();
+        let mut classifier = LineClassifier::new(ClassifierConfig::default());
+        classifier.close_setup_window();
+        let mut chunk = vec![0u8; 64 * 1024];
+        loop {
+            let n = reader.read(&mut chunk).await?;
+            if n == 0 {
+                classifier.handle_eof();
+            } else {
+                classifier.handle_bytes(&chunk[..n]);
+            }
+            while let Some(event) = classifier.poll_event() {
+                match event {
+                    Event::Message(Message::Request(request)) => {
+                        server.handle_request(request, &out_tx, &in_flight, &mut calls).await;
+                    }
+                    Event::Message(Message::Notification(n)) if n.method == methods::CANCELLED => {
+                        let cancelled = n
+                            .params
+                            .and_then(|p| serde_json::from_str::<CancelledParams>(p.get()).ok());
+                        if let Some(c) = cancelled {
+                            let handle = in_flight.lock().unwrap_or_else(|p| p.into_inner()).remove(&c.request_id);
+                            if let Some(handle) = handle {
+                                tracing::info!(id = %c.request_id, "call cancelled by the client");
+                                handle.abort();
+                            }
+                        }
+                    }
+                    Event::Invalid { invalid, .. } => {
+                        tracing::warn!("invalid message from the client: {}", invalid.reason);
+                        if let Some(id) = invalid.id {
+                            let reply = error_reply(id, error_codes::INVALID_REQUEST, invalid.reason.to_string());
+                            let _ = out_tx.send(encode(&reply)).await;
+                        }
+                    }
+                    Event::NotUtf8 { offset } => {
+                        tracing::error!(offset, "stdin is not UTF-8; stopping");
+                    }
+                    other => tracing::debug!("ignored from the client: {other:?}"),
+                }
+            }
+            if classifier.is_finished() {
+                break;
+            }
+        }
+        while calls.join_next().await.is_some() {}
+        drop(out_tx);
+        writer_task.await.map_err(io::Error::other)?
+    }
+
+    async fn handle_request(
+        self: &Arc<Self>,
+        request: Request,
+        out: &mpsc::Sender<Vec<u8>>,
+        in_flight: &Arc<Mutex<HashMap<RequestId, AbortHandle>>>,
+        calls: &mut JoinSet<()>,
+    ) {
+        let Request { id, method, params } = request;
+        let reply = match method.as_str() {
+            methods::INITIALIZE => {
+                let offered = params
+                    .as_ref()
+                    .and_then(|p| serde_json::from_str::<InitializeParams>(p.get()).ok())
+                    .and_then(|p| ProtocolVersion::parse(&p.protocol_version).ok())
+                    .unwrap_or(ProtocolVersion::LATEST);
+                let result = InitializeResult {
+                    protocol_version: offered.as_str().to_owned(),
+                    capabilities: json!({"tools": {}}).as_object().cloned().unwrap_or_default(),
+                    server_info: self.info.clone(),
+                    instructions: None,
+                };
+                Message::Response(Response { id, result: raw(&result) })
+            }
+            methods::PING => Message::Response(Response { id, result: raw(&json!({})) }),
+            methods::TOOLS_LIST => {
+                let result = ListToolsResult {
+                    tools: self.tool_list(),
+                    next_cursor: None,
+                };
+                Message::Response(Response { id, result: raw(&result) })
+            }
+            methods::TOOLS_CALL => {
+                let call = params.and_then(|p| serde_json::from_str::<CallToolParams>(p.get()).ok());
+                let Some(call) = call else {
+                    let reply = error_reply(id, error_codes::INVALID_PARAMS, "tools/call needs {name, arguments}".to_owned());
+                    let _ = out.send(encode(&reply)).await;
+                    return;
+                };
+                let server = self.clone();
+                let out = out.clone();
+                let registry = in_flight.clone();
+                let call_id = id.clone();
+                // The registry stays locked until the call is in it, so the call's own
+                // removal below cannot run first.
+                let mut registered = in_flight.lock().unwrap_or_else(|p| p.into_inner());
+                let handle = calls.spawn(async move {
+                    let reply = server.call(call_id.clone(), call).await;
+                    registry.lock().unwrap_or_else(|p| p.into_inner()).remove(&call_id);
+                    let _ = out.send(encode(&reply)).await;
+                });
+                registered.insert(id, handle);
+                return;
+            }
+            other => error_reply(id, error_codes::METHOD_NOT_FOUND, format!("this server does not serve {other}")),
+        };
+        let _ = out.send(encode(&reply)).await;
+    }
+
+    async fn call(self: Arc<Self>, id: RequestId, call: CallToolParams) -> Message {
+        if call.name == CAPABILITIES {
+            return tool_reply(id, Ok(serde_json::to_value(&self.manifest).unwrap_or(Value::Null)), CAPABILITIES);
+        }
+        let Some(index) = self.tools.iter().position(|t| t.spec.name == call.name) else {
+            return error_reply(
+                id,
+                error_codes::INVALID_PARAMS,
+                format!("unknown tool {:?}; tools/list names the tools", call.name),
+            );
+        };
+        let tool = &self.tools[index];
+        if let (Some(Err(reason)), Some(dep)) = (&tool.dependency, &tool.spec.dependency) {
+            let failure = ToolFailure::new(ErrorCode::MissingDependency, reason.clone(), Some(dep.remediation.clone()));
+            return tool_reply(id, Err(failure), &call.name);
+        }
+        let context = ToolContext {
+            tool: call.name.clone(),
+            dependency: match &tool.dependency {
+                Some(Ok(found)) => Some(found.clone()),
+                _ => None,
+            },
+        };
+        let handler = tool.handler.clone();
+        let arguments = Arguments::new(call.arguments.unwrap_or_else(Map::new));
+        let outcome = tokio::task::spawn_blocking(move || handler(&arguments, &context)).await;
+        let result = match outcome {
+            Ok(result) => result,
+            Err(join) if join.is_panic() => Err(ToolFailure::new(
+                ErrorCode::ToolFailed,
+                format!("the tool failed unexpectedly: {}", panic_text(&*join.into_panic())),
+                Some("report this to the server's authors with the arguments used".to_owned()),
+            )),
+            Err(_) => Err(ToolFailure::new(ErrorCode::ToolFailed, "the tool was stopped", None)),
+        };
+        tool_reply(id, result, &call.name)
+    }
+}
+
+fn tool_reply(id: RequestId, result: ToolResult, tool: &str) -> Message {
+    let (value, is_error) = match result {
+        Ok(value) => (value, None),
+        Err(failure) => (failure.to_envelope(tool), Some(true)),
+    };
+    let result = CallToolResult {
+        content: vec![ContentBlock::Text { text: value.to_string() }],
+        structured_content: value.is_object().then_some(value),
+        is_error,
+    };
+    Message::Response(Response { id, result: raw(&result) })
+}
+
+async fn write_lines<W: AsyncWrite + Unpin>(mut writer: W, mut lines: mpsc::Receiver<Vec<u8>>) -> io::Result<()> {
+    while let Some(line) = lines.recv().await {
+        writer.write_all(&line).await?;
+        writer.flush().await?;
+    }
+    writer.shutdown().await
+}

@@ -1,0 +1,177 @@
+use std::sync::Arc;
+
+use maljan_mcp_proto::maljan::{ErrorCode, ToolFailure};
+use serde_json::{Map, Value};
+
+use crate::Probe;
+
+/// What a handler returns: the answer, or the failure the kit turns into an error envelope.
+pub type ToolResult = Result<Value, ToolFailure>;
+
+pub(crate) type Handler = Arc<dyn Fn(&Arguments, &ToolContext) -> ToolResult + Send + Sync>;
+
+/// An optional dependency of a tool, probed when the server starts.
+#[derive(Debug, Clone)]
+pub struct Dependency {
+    /// How to find it.
+    pub probe: Probe,
+    /// What to do when it is missing.
+    pub remediation: String,
+    /// What is lost without it.
+    pub without: Option<String>,
+}
+
+/// A tool's description.
+///
+/// ```
+/// use maljan_sidecar_kit::ToolSpec;
+/// let spec = ToolSpec::new("file_info", "Size, digest, type and entropy of a file")
+///     .required_string("path", "the file to read")
+///     .timeout_s(30.0);
+/// assert_eq!(spec.input_schema["required"][0], "path");
+/// ```
+#[derive(Debug, Clone)]
+pub struct ToolSpec {
+    /// The tool's name.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// The JSON Schema of its arguments.
+    pub input_schema: Value,
+    /// How long a client should wait for it; `None`: the client's default.
+    pub timeout_s: Option<f64>,
+    /// Its optional dependency.
+    pub dependency: Option<Dependency>,
+}
+
+impl ToolSpec {
+    /// A tool without arguments.
+    pub fn new(name: impl Into<String>, description: impl Into<String>) -> Self {
+        ToolSpec {
+            name: name.into(),
+            description: description.into(),
+            input_schema: serde_json::json!({
+                "type": "object",
+                "properties": {},
+                "additionalProperties": false,
+            }),
+            timeout_s: None,
+            dependency: None,
+        }
+    }
+
+    fn property(mut self, name: &str, schema: Value, required: bool) -> Self {
+        self.input_schema["properties"][name] = schema;
+        if required {
+            match self.input_schema["required"].as_array_mut() {
+                Some(list) => list.push(Value::from(name)),
+                None => self.input_schema["required"] = serde_json::json!([name]),
+            }
+        }
+        self
+    }
+
+    /// Adds a required string argument.
+    pub fn required_string(self, name: &str, description: &str) -> Self {
+        self.property(name, serde_json::json!({"type": "string", "description": description}), true)
+    }
+
+    /// Adds an optional argument with its own schema.
+    pub fn optional(self, name: &str, schema: Value) -> Self {
+        self.property(name, schema, false)
+    }
+
+    /// Sets the timeout the manifest states.
+    pub fn timeout_s(mut self, seconds: f64) -> Self {
+        self.timeout_s = Some(seconds);
+        self
+    }
+
+    /// Declares an optional dependency.
+    pub fn depends_on(mut self, probe: Probe, remediation: &str, without: Option<&str>) -> Self {
+        self.dependency = Some(Dependency {
+            probe,
+            remediation: remediation.to_owned(),
+            without: without.map(str::to_owned),
+        });
+        self
+    }
+}
+
+/// What a handler knows besides its arguments.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    /// The tool's name.
+    pub tool: String,
+    /// What the dependency's probe found (a program's path, a variable's value).
+    pub dependency: Option<String>,
+}
+
+/// A tool's arguments, with readers that fail as `bad_argument` naming the argument.
+///
+/// ```
+/// use maljan_sidecar_kit::Arguments;
+/// let args = Arguments::new(serde_json::json!({"path": "/x", "min_len": 6}).as_object().unwrap().clone());
+/// assert_eq!(args.string("path").unwrap(), "/x");
+/// assert_eq!(args.optional_u64("min_len").unwrap(), Some(6));
+/// assert_eq!(args.string("nope").unwrap_err().code.as_str(), "bad_argument");
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Arguments(Map<String, Value>);
+
+impl Arguments {
+    /// Wraps an argument object.
+    pub fn new(map: Map<String, Value>) -> Self {
+        Arguments(map)
+    }
+
+    /// The raw argument, if present.
+    pub fn get(&self, name: &str) -> Option<&Value> {
+        self.0.get(name).filter(|v| !v.is_null())
+    }
+
+    /// A required string.
+    pub fn string(&self, name: &str) -> Result<&str, ToolFailure> {
+        match self.get(name) {
+            Some(Value::String(s)) => Ok(s),
+            Some(other) => Err(bad_argument(name, &format!("is {other}, not a string"))),
+            None => Err(bad_argument(name, "is missing")),
+        }
+    }
+
+    /// An optional non-negative integer.
+    pub fn optional_u64(&self, name: &str) -> Result<Option<u64>, ToolFailure> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .map(Some)
+                .ok_or_else(|| bad_argument(name, &format!("is {v}, not a non-negative integer"))),
+        }
+    }
+
+    /// An optional string or list of strings, as a list.
+    pub fn string_list(&self, name: &str) -> Result<Vec<String>, ToolFailure> {
+        match self.get(name) {
+            None => Ok(Vec::new()),
+            Some(Value::String(s)) => Ok(vec![s.clone()]),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|i| {
+                    i.as_str()
+                        .map(str::to_owned)
+                        .ok_or_else(|| bad_argument(name, &format!("holds {i}, not a string")))
+                })
+                .collect(),
+            Some(other) => Err(bad_argument(name, &format!("is {other}, not a string or a list of strings"))),
+        }
+    }
+}
+
+fn bad_argument(name: &str, what: &str) -> ToolFailure {
+    ToolFailure::new(
+        ErrorCode::BadArgument,
+        format!("the argument {name} {what}"),
+        Some(format!("pass {name} as the tool's input schema says")),
+    )
+}
