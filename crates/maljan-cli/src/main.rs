@@ -1,1 +1,184 @@
-fn main() {}
+//! `maljan`: probe MCP servers, list their tools and call them.
+
+mod arguments;
+mod config;
+mod error;
+mod render;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use maljan_client::ServerConnection;
+
+use crate::config::Config;
+use crate::error::CliError;
+
+/// Probe MCP tool servers, list their tools and call them.
+///
+/// With no --config, the bundled reference sidecar is the server named "sidecar" and the
+/// default server.
+#[derive(Debug, Parser)]
+#[command(name = "maljan", version)]
+struct Cli {
+    /// A TOML file naming servers (see the README).
+    #[arg(long, global = true, env = "MALJAN_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Format {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Connect, set up, and print the server card: tools, unavailable ones with reason and
+    /// remediation, stray-line counts. Exits non-zero when the server is unreachable.
+    Probe {
+        /// The server (default: the config's default_server, else "sidecar").
+        server: Option<String>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the tools a model may see (platform primitives left out).
+    Tools {
+        /// The server.
+        server: Option<String>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Call one tool. Arguments: key=value (a string), key:=JSON (any JSON value), or --json.
+    Call {
+        /// The server.
+        server: String,
+        /// The tool.
+        tool: String,
+        /// key=value or key:=JSON pairs.
+        arguments: Vec<String>,
+        /// All arguments as one JSON object (pairs are added on top).
+        #[arg(long, value_name = "OBJECT")]
+        json: Option<String>,
+        /// How long to wait when the server's manifest gives no timeout_s, in seconds.
+        #[arg(long, value_name = "SECONDS")]
+        timeout: Option<f64>,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "text")]
+        format: Format,
+        /// Print the server card before the answer.
+        #[arg(long)]
+        card: bool,
+    },
+    /// Serve the bundled reference sidecar over stdio (what "sidecar" runs).
+    #[command(hide = true)]
+    Sidecar,
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if !matches!(cli.command, Command::Sidecar) {
+        init_logging();
+    }
+    match run(cli).await {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn connect(config: &Config, server: Option<&str>) -> Result<ServerConnection, CliError> {
+    let server_config = config.server(server)?;
+    Ok(ServerConnection::connect(server_config, config.settings.clone()).await?)
+}
+
+fn print_json<T: serde::Serialize>(value: &T) {
+    println!("{}", serde_json::to_string_pretty(value).unwrap_or_default());
+}
+
+async fn run(cli: Cli) -> Result<ExitCode, CliError> {
+    if let Command::Sidecar = cli.command {
+        maljan_sidecar::serve_stdio().await.map_err(CliError::Sidecar)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut config = Config::load(cli.config.as_deref())?;
+    match cli.command {
+        Command::Probe { server, json } => {
+            let connection = connect(&config, server.as_deref()).await?;
+            let card = connection.card()?;
+            if json {
+                print_json(&card);
+            } else {
+                print!("{}", render::card(&card));
+            }
+            connection.close().await;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Tools { server, json } => {
+            let connection = connect(&config, server.as_deref()).await?;
+            let tools = connection.model_tools()?;
+            if json {
+                print_json(&tools);
+            } else {
+                print!("{}", render::tools(&tools));
+            }
+            connection.close().await;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Call {
+            server,
+            tool,
+            arguments,
+            json,
+            timeout,
+            format,
+            card,
+        } => {
+            let arguments = arguments::parse(&arguments, json.as_deref())?;
+            if let Some(t) = timeout {
+                config.settings.default_timeout =
+                    Duration::try_from_secs_f64(t).map_err(|_| CliError::BadArgument {
+                        argument: t.to_string(),
+                        detail: "--timeout takes a positive number of seconds".to_owned(),
+                    })?;
+            }
+            let connection = connect(&config, Some(&server)).await?;
+            if card {
+                match format {
+                    Format::Json => print_json(&connection.card()?),
+                    Format::Text => println!("{}", render::card(&connection.card()?)),
+                }
+            }
+            let answer = connection.call(&tool, arguments).await;
+            connection.close().await;
+            let answer = answer?;
+            match format {
+                Format::Json => print_json(&answer),
+                Format::Text => print!("{}", render::answer(&answer)),
+            }
+            Ok(if answer.is_ok() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
+        Command::Sidecar => Ok(ExitCode::SUCCESS),
+    }
+}

@@ -1,1 +1,178 @@
-fn main() {}
+//! A stdio MCP server that misbehaves on purpose, for the client's end-to-end tests.
+//!
+//! Flags:
+//! - `--banners N`: prints N banner lines on stdout before anything else.
+//! - `--chatty`: prints a log line and a JSON log record on stdout before every answer.
+//! - `--glue-setup`: glues its `initialize` answer behind a carriage-return progress bar and
+//!   puts a byte-order mark before its `tools/list` answer.
+//!
+//! Tools: `echo` (answers its arguments), `printed` (how many non-protocol lines it printed
+//! before this answer), `not_utf8` (prints invalid UTF-8 and never answers), `never` (never
+//! answers), `cancelled` (the request ids of the `notifications/cancelled` it received), `stderr_flood {bytes}` (writes that much to stderr, then answers), `huge_line
+//! {bytes}` (prints a line that long, then answers), `invalid` (answers with both result and
+//! error), `glued` (answers behind a progress bar).
+
+use std::io::{BufRead, Write};
+
+use maljan_mcp_proto::jsonrpc::{DecodedLine, Message, Request, decode_line};
+use serde_json::{Value, json};
+
+struct Behaviour {
+    chatty: bool,
+    glue_setup: bool,
+    printed: u64,
+    cancelled: Vec<Value>,
+}
+
+fn write_raw(bytes: &[u8]) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(bytes);
+    let _ = out.flush();
+}
+
+impl Behaviour {
+    fn stray(&mut self, line: &str) {
+        self.printed += 1;
+        write_raw(format!("{line}\n").as_bytes());
+    }
+
+    fn answer(&mut self, id: &Value, result: Value, prefix: &str) {
+        if self.chatty {
+            self.stray("INFO handling a request");
+            self.stray(r#"{"level":"info","msg":"answering"}"#);
+        }
+        let line = json!({"jsonrpc": "2.0", "id": id, "result": result});
+        write_raw(format!("{prefix}{line}\n").as_bytes());
+    }
+}
+
+fn tool(name: &str) -> Value {
+    json!({"name": name, "inputSchema": {"type": "object"}})
+}
+
+fn tool_result(value: Value) -> Value {
+    json!({"content": [{"type": "text", "text": value.to_string()}], "structuredContent": value})
+}
+
+fn handle(b: &mut Behaviour, request: Request) {
+    let id = serde_json::to_value(&request.id).unwrap_or(Value::Null);
+    let params: Value = request
+        .params
+        .as_ref()
+        .and_then(|p| serde_json::from_str(p.get()).ok())
+        .unwrap_or(Value::Null);
+    match request.method.as_str() {
+        "initialize" => {
+            let result = json!({
+                "protocolVersion": "2025-11-25",
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "misbehaving-server", "version": "0.0.1"},
+            });
+            let prefix = if b.glue_setup { "Downloading model 50%\r" } else { "" };
+            if b.glue_setup {
+                b.printed += 1;
+            }
+            b.answer(&id, result, prefix);
+        }
+        "tools/list" => {
+            let names = [
+                "echo", "printed", "not_utf8", "never", "cancelled", "stderr_flood", "huge_line",
+                "invalid", "glued",
+            ];
+            let result = json!({"tools": names.iter().map(|n| tool(n)).collect::<Vec<_>>()});
+            let prefix = if b.glue_setup { "\u{FEFF}" } else { "" };
+            b.answer(&id, result, prefix);
+        }
+        "ping" => b.answer(&id, json!({}), ""),
+        "tools/call" => {
+            let name = params["name"].as_str().unwrap_or_default().to_owned();
+            let args = params["arguments"].clone();
+            match name.as_str() {
+                "echo" => b.answer(&id, tool_result(args), ""),
+                "printed" => {
+                    let printed = b.printed + if b.chatty { 2 } else { 0 };
+                    b.answer(&id, tool_result(json!({"printed": printed})), "");
+                }
+                "not_utf8" => write_raw(b"a line with \xff\xfe in it\n"),
+                "never" => {}
+                "cancelled" => {
+                    let cancelled = b.cancelled.clone();
+                    b.answer(&id, tool_result(json!({"cancelled": cancelled})), "");
+                }
+                "stderr_flood" => {
+                    let bytes = args["bytes"].as_u64().unwrap_or(0) as usize;
+                    let line = "e".repeat(1023) + "\n";
+                    let mut err = std::io::stderr().lock();
+                    for _ in 0..bytes / 1024 {
+                        let _ = err.write_all(line.as_bytes());
+                    }
+                    drop(err);
+                    b.answer(&id, tool_result(json!({"flooded": bytes})), "");
+                }
+                "huge_line" => {
+                    let bytes = args["bytes"].as_u64().unwrap_or(0) as usize;
+                    let piece = vec![b'x'; 1 << 20];
+                    let mut out = std::io::stdout().lock();
+                    for _ in 0..bytes / piece.len() {
+                        let _ = out.write_all(&piece);
+                    }
+                    let _ = out.write_all(&piece[..bytes % piece.len()]);
+                    let _ = out.write_all(b"\n");
+                    let _ = out.flush();
+                    drop(out);
+                    b.answer(&id, tool_result(json!({"huge": bytes})), "");
+                }
+                "invalid" => {
+                    let line = json!({"jsonrpc": "2.0", "id": id, "result": {},
+                        "error": {"code": 1, "message": "both"}});
+                    write_raw(format!("{line}\n").as_bytes());
+                }
+                "glued" => {
+                    b.printed += 1;
+                    b.answer(&id, tool_result(json!({"glued": true})), "Working 99%\r");
+                }
+                other => {
+                    let line = json!({"jsonrpc": "2.0", "id": id,
+                        "error": {"code": -32602, "message": format!("unknown tool {other}")}});
+                    write_raw(format!("{line}\n").as_bytes());
+                }
+            }
+        }
+        _ => {
+            let line = json!({"jsonrpc": "2.0", "id": id,
+                "error": {"code": -32601, "message": "method not found"}});
+            write_raw(format!("{line}\n").as_bytes());
+        }
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut behaviour = Behaviour {
+        chatty: args.iter().any(|a| a == "--chatty"),
+        glue_setup: args.iter().any(|a| a == "--glue-setup"),
+        printed: 0,
+        cancelled: Vec::new(),
+    };
+    if let Some(i) = args.iter().position(|a| a == "--banners") {
+        let n: u64 = args.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(0);
+        for k in 0..n {
+            behaviour.stray(&format!("misbehaving-server banner line {k}"));
+        }
+    }
+    let stdin = std::io::stdin();
+    for line in stdin.lock().split(b'\n') {
+        let Ok(line) = line else { break };
+        match decode_line(&line, false) {
+            DecodedLine::Message(Message::Request(request)) => handle(&mut behaviour, request),
+            DecodedLine::Message(Message::Notification(n)) if n.method == "notifications/cancelled" => {
+                let params: Value = n
+                    .params
+                    .and_then(|p| serde_json::from_str(p.get()).ok())
+                    .unwrap_or(Value::Null);
+                behaviour.cancelled.push(params["requestId"].clone());
+            }
+            _ => {}
+        }
+    }
+}

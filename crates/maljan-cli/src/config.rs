@@ -1,0 +1,158 @@
+//! The servers `maljan` knows: the bundled reference sidecar, and those of a TOML file.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use maljan_client::{ClientSettings, ServerCommand, ServerConfig};
+use serde::Deserialize;
+
+use crate::error::CliError;
+
+/// The name of the bundled reference sidecar.
+pub(crate) const BUNDLED: &str = "sidecar";
+
+/// The config file's shape.
+///
+/// ```toml
+/// default_server = "analysis"
+/// timeout_s = 60
+///
+/// [servers.analysis]
+/// command = "python3"
+/// args = ["-m", "analysis_server"]
+/// env = { LOG_LEVEL = "info" }
+/// cwd = "/srv/analysis"
+/// max_line_bytes = 33554432
+/// ```
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    default_server: Option<String>,
+    timeout_s: Option<f64>,
+    #[serde(default)]
+    servers: BTreeMap<String, ServerEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ServerEntry {
+    command: String,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    cwd: Option<PathBuf>,
+    max_line_bytes: Option<usize>,
+}
+
+/// The servers and client settings in force.
+#[derive(Debug)]
+pub(crate) struct Config {
+    default_server: String,
+    servers: BTreeMap<String, ServerConfig>,
+    pub(crate) settings: ClientSettings,
+}
+
+impl Config {
+    /// Reads the config file, if any; the bundled sidecar is always there unless the file
+    /// defines a server of the same name.
+    pub(crate) fn load(path: Option<&Path>) -> Result<Config, CliError> {
+        let file = match path {
+            None => ConfigFile::default(),
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| CliError::Config {
+                    path: path.to_owned(),
+                    detail: format!("cannot read it: {e}"),
+                })?;
+                toml::from_str(&text).map_err(|e| CliError::Config {
+                    path: path.to_owned(),
+                    detail: e.to_string(),
+                })?
+            }
+        };
+        let mut servers = BTreeMap::new();
+        servers.insert(BUNDLED.to_owned(), bundled_sidecar()?);
+        for (name, entry) in file.servers {
+            let mut command = ServerCommand::new(&entry.command);
+            command.args = entry.args;
+            command.env = entry.env.into_iter().collect();
+            command.cwd = entry.cwd;
+            let mut config = ServerConfig::stdio(name.clone(), command);
+            if let Some(max) = entry.max_line_bytes {
+                config.stdio.classifier.max_line_bytes = max;
+            }
+            servers.insert(name, config);
+        }
+        let mut settings = ClientSettings::default();
+        if let Some(t) = file.timeout_s {
+            settings.default_timeout = Duration::try_from_secs_f64(t).map_err(|_| CliError::Config {
+                path: path.map(Path::to_owned).unwrap_or_default(),
+                detail: format!("timeout_s = {t} is not a number of seconds"),
+            })?;
+        }
+        Ok(Config {
+            default_server: file.default_server.unwrap_or_else(|| BUNDLED.to_owned()),
+            servers,
+            settings,
+        })
+    }
+
+    /// A server by name, or the default one.
+    pub(crate) fn server(&self, name: Option<&str>) -> Result<&ServerConfig, CliError> {
+        let name = name.unwrap_or(&self.default_server);
+        self.servers.get(name).ok_or_else(|| CliError::UnknownServer {
+            name: name.to_owned(),
+            known: self.servers.keys().cloned().collect(),
+        })
+    }
+}
+
+/// `maljan` itself in sidecar mode: found on a fresh clone with no install step.
+fn bundled_sidecar() -> Result<ServerConfig, CliError> {
+    let exe = std::env::current_exe().map_err(CliError::OwnExecutable)?;
+    Ok(ServerConfig::stdio(BUNDLED, ServerCommand::new(exe).arg("sidecar")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_config_file_adds_servers_beside_the_bundled_sidecar() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("maljan.toml");
+        std::fs::write(
+            &path,
+            "timeout_s = 5\n[servers.py]\ncommand = \"python3\"\nargs = [\"-m\", \"srv\"]\nenv = { A = \"1\" }\n",
+        )
+        .expect("write");
+        let config = Config::load(Some(&path)).expect("loads");
+        assert_eq!(config.settings.default_timeout, Duration::from_secs(5));
+        assert!(config.server(Some("sidecar")).is_ok());
+        let py = config.server(Some("py")).expect("py");
+        match &py.transport {
+            maljan_client::ServerTransport::Stdio(c) => {
+                assert_eq!(c.args, ["-m", "srv"]);
+                assert_eq!(c.env, [("A".to_owned(), "1".to_owned())]);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_unknown_key_is_refused_with_the_file_named() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("maljan.toml");
+        std::fs::write(&path, "[servers.x]\ncommand = \"a\"\nargz = []\n").expect("write");
+        let error = Config::load(Some(&path)).expect_err("refused").to_string();
+        assert!(error.contains("maljan.toml") && error.contains("argz"), "{error}");
+    }
+
+    #[test]
+    fn an_unknown_server_names_the_known_ones() {
+        let config = Config::load(None).expect("loads");
+        let error = config.server(Some("nope")).expect_err("unknown").to_string();
+        assert!(error.contains("nope") && error.contains("sidecar"), "{error}");
+    }
+}

@@ -1,0 +1,22 @@
+//! What can stop `maljan`, each naming the remedy.
+
+use std::io;
+use std::path::PathBuf;
+
+use maljan_client::ClientError;
+
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CliError {
+    #[error("the config file {} is not usable: {detail}; see the README for its format", path.display())]
+    Config { path: PathBuf, detail: String },
+    #[error("no server named {name:?}; known servers: {}; add it to the config file (--config)", known.join(", "))]
+    UnknownServer { name: String, known: Vec<String> },
+    #[error("bad argument {argument:?}: {detail}")]
+    BadArgument { argument: String, detail: String },
+    #[error("cannot find maljan's own executable to start the bundled sidecar: {0}")]
+    OwnExecutable(#[source] io::Error),
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    #[error("the sidecar stopped: {0}")]
+    Sidecar(#[source] io::Error),
+}

@@ -1,0 +1,65 @@
+//! Human text for the server card, the tool list and an answer.
+
+use std::fmt::Write;
+
+use maljan_client::ServerCard;
+use maljan_mcp_proto::maljan::{Outcome, ToolAnswer};
+use maljan_mcp_proto::mcp::Tool;
+
+pub(crate) fn card(card: &ServerCard) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "server {}: {} {} (protocol {})",
+        card.server, card.server_info.name, card.server_info.version, card.protocol_version
+    );
+    let width = card.tools.iter().map(|t| t.name.len()).max().unwrap_or(0);
+    let _ = writeln!(out, "tools ({}):", card.tools.len());
+    for tool in &card.tools {
+        let marker = if tool.available { "" } else { " [unavailable]" };
+        let description = tool.description.as_deref().unwrap_or("");
+        let _ = writeln!(out, "  {:width$}  {description}{marker}", tool.name);
+    }
+    if !card.unavailable.is_empty() {
+        let _ = writeln!(out, "unavailable here ({}):", card.unavailable.len());
+        for tool in &card.unavailable {
+            let _ = writeln!(out, "  {}: {}", tool.name, tool.reason);
+            if let Some(remediation) = &tool.remediation {
+                let _ = writeln!(out, "    remediation: {remediation}");
+            }
+            if let Some(without) = &tool.without {
+                let _ = writeln!(out, "    without it: no {without}");
+            }
+        }
+    }
+    if let Some(error) = &card.manifest_error {
+        let _ = writeln!(out, "manifest: could not be read: {error}");
+    }
+    if !card.primitives.is_empty() {
+        let _ = writeln!(out, "platform primitives: {}", card.primitives.join(", "));
+    }
+    let _ = writeln!(out, "stdout: {}", card.stdout);
+    out
+}
+
+pub(crate) fn tools(tools: &[&Tool]) -> String {
+    let width = tools.iter().map(|t| t.name.len()).max().unwrap_or(0);
+    tools
+        .iter()
+        .map(|t| format!("{:width$}  {}\n", t.name, t.description.as_deref().unwrap_or("")))
+        .collect()
+}
+
+pub(crate) fn answer(answer: &ToolAnswer) -> String {
+    let value = serde_json::to_string_pretty(&answer.value).unwrap_or_default();
+    match &answer.outcome {
+        Outcome::Ok => format!("ok\n{value}\n"),
+        Outcome::Failed(f) => {
+            let mut out = format!("failed: {}: {}\n", f.code, f.message);
+            if let Some(remediation) = &f.remediation {
+                let _ = writeln!(out, "remediation: {remediation}");
+            }
+            out
+        }
+    }
+}
