@@ -59,7 +59,11 @@ mod tests {
 
     #[test]
     fn pairs_and_json_combine() {
-        let pairs = ["path=/tmp/a b".to_owned(), "limit:=5".to_owned(), "search=\"x\"".to_owned()];
+        let pairs = [
+            "path=/tmp/a b".to_owned(),
+            "limit:=5".to_owned(),
+            "search=\"x\"".to_owned(),
+        ];
         let value = parse(&pairs, Some(r#"{"min_length": 6}"#)).expect("parses");
         assert_eq!(
             value,
@@ -69,7 +73,9 @@ mod tests {
 
     #[test]
     fn a_pair_without_equals_is_refused_with_the_remedy() {
-        let error = parse(&["path".to_owned()], None).expect_err("refused").to_string();
+        let error = parse(&["path".to_owned()], None)
+            .expect_err("refused")
+            .to_string();
         assert!(error.contains("key=value"), "{error}");
         let error = parse(&[], Some("[1]")).expect_err("refused").to_string();
         assert!(error.contains("JSON object"), "{error}");

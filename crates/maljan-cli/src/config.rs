@@ -86,10 +86,11 @@ impl Config {
         }
         let mut settings = ClientSettings::default();
         if let Some(t) = file.timeout_s {
-            settings.default_timeout = Duration::try_from_secs_f64(t).map_err(|_| CliError::Config {
-                path: path.map(Path::to_owned).unwrap_or_default(),
-                detail: format!("timeout_s = {t} is not a number of seconds"),
-            })?;
+            settings.default_timeout =
+                Duration::try_from_secs_f64(t).map_err(|_| CliError::Config {
+                    path: path.map(Path::to_owned).unwrap_or_default(),
+                    detail: format!("timeout_s = {t} is not a number of seconds"),
+                })?;
         }
         Ok(Config {
             default_server: file.default_server.unwrap_or_else(|| BUNDLED.to_owned()),
@@ -101,17 +102,22 @@ impl Config {
     /// A server by name, or the default one.
     pub(crate) fn server(&self, name: Option<&str>) -> Result<&ServerConfig, CliError> {
         let name = name.unwrap_or(&self.default_server);
-        self.servers.get(name).ok_or_else(|| CliError::UnknownServer {
-            name: name.to_owned(),
-            known: self.servers.keys().cloned().collect(),
-        })
+        self.servers
+            .get(name)
+            .ok_or_else(|| CliError::UnknownServer {
+                name: name.to_owned(),
+                known: self.servers.keys().cloned().collect(),
+            })
     }
 }
 
 /// `maljan` itself in sidecar mode: found on a fresh clone with no install step.
 fn bundled_sidecar() -> Result<ServerConfig, CliError> {
     let exe = std::env::current_exe().map_err(CliError::OwnExecutable)?;
-    Ok(ServerConfig::stdio(BUNDLED, ServerCommand::new(exe).arg("sidecar")))
+    Ok(ServerConfig::stdio(
+        BUNDLED,
+        ServerCommand::new(exe).arg("sidecar"),
+    ))
 }
 
 #[cfg(test)]
@@ -146,13 +152,22 @@ mod tests {
         let path = dir.path().join("maljan.toml");
         std::fs::write(&path, "[servers.x]\ncommand = \"a\"\nargz = []\n").expect("write");
         let error = Config::load(Some(&path)).expect_err("refused").to_string();
-        assert!(error.contains("maljan.toml") && error.contains("argz"), "{error}");
+        assert!(
+            error.contains("maljan.toml") && error.contains("argz"),
+            "{error}"
+        );
     }
 
     #[test]
     fn an_unknown_server_names_the_known_ones() {
         let config = Config::load(None).expect("loads");
-        let error = config.server(Some("nope")).expect_err("unknown").to_string();
-        assert!(error.contains("nope") && error.contains("sidecar"), "{error}");
+        let error = config
+            .server(Some("nope"))
+            .expect_err("unknown")
+            .to_string();
+        assert!(
+            error.contains("nope") && error.contains("sidecar"),
+            "{error}"
+        );
     }
 }

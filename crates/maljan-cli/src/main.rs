@@ -110,12 +110,17 @@ async fn connect(config: &Config, server: Option<&str>) -> Result<ServerConnecti
 }
 
 fn print_json<T: serde::Serialize>(value: &T) {
-    println!("{}", serde_json::to_string_pretty(value).unwrap_or_default());
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).unwrap_or_default()
+    );
 }
 
 async fn run(cli: Cli) -> Result<ExitCode, CliError> {
     if let Command::Sidecar = cli.command {
-        maljan_sidecar::serve_stdio().await.map_err(CliError::Sidecar)?;
+        maljan_sidecar::serve_stdio()
+            .await
+            .map_err(CliError::Sidecar)?;
         return Ok(ExitCode::SUCCESS);
     }
     let mut config = Config::load(cli.config.as_deref())?;

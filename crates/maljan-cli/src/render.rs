@@ -46,7 +46,13 @@ pub(crate) fn tools(tools: &[&Tool]) -> String {
     let width = tools.iter().map(|t| t.name.len()).max().unwrap_or(0);
     tools
         .iter()
-        .map(|t| format!("{:width$}  {}\n", t.name, t.description.as_deref().unwrap_or("")))
+        .map(|t| {
+            format!(
+                "{:width$}  {}\n",
+                t.name,
+                t.description.as_deref().unwrap_or("")
+            )
+        })
         .collect()
 }
 

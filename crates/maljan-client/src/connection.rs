@@ -211,23 +211,28 @@ impl ServerConnection {
                 step,
                 format!("the server answered error {}: {}", e.code, e.message),
             )),
-            Err(RequestFailure::TimedOut(t)) => Err(self.setup_failed(
-                step,
-                format!("no answer within {} s", t.as_secs_f64()),
-            )),
+            Err(RequestFailure::TimedOut(t)) => {
+                Err(self.setup_failed(step, format!("no answer within {} s", t.as_secs_f64())))
+            }
             Err(RequestFailure::Transport(e)) => Err(self.setup_failed(step, e.to_string())),
         }
     }
 
     async fn run_setup(&self) -> Result<ServerSetup, ClientError> {
         let params = InitializeParams::new(self.settings.client_info.clone());
-        let raw = self.setup_request(methods::INITIALIZE, &params, None).await?;
+        let raw = self
+            .setup_request(methods::INITIALIZE, &params, None)
+            .await?;
         let init: InitializeResult = serde_json::from_str(raw.get()).map_err(|e| {
-            self.setup_failed(methods::INITIALIZE, format!("the answer is not an InitializeResult: {e}"))
+            self.setup_failed(
+                methods::INITIALIZE,
+                format!("the answer is not an InitializeResult: {e}"),
+            )
         })?;
         let protocol = ProtocolVersion::parse(&init.protocol_version)
             .map_err(|e| self.setup_failed(methods::INITIALIZE, e.to_string()))?;
-        self.connection.set_batches_allowed(protocol.allows_batches());
+        self.connection
+            .set_batches_allowed(protocol.allows_batches());
         self.connection
             .notify(methods::INITIALIZED, None)
             .await
@@ -240,10 +245,17 @@ impl ServerConnection {
                 cursor: cursor.take(),
             };
             let raw = self
-                .setup_request(methods::TOOLS_LIST, &params, Some(last_tools_page as EndsSetup))
+                .setup_request(
+                    methods::TOOLS_LIST,
+                    &params,
+                    Some(last_tools_page as EndsSetup),
+                )
                 .await?;
             let page: ListToolsResult = serde_json::from_str(raw.get()).map_err(|e| {
-                self.setup_failed(methods::TOOLS_LIST, format!("the answer is not a tool list: {e}"))
+                self.setup_failed(
+                    methods::TOOLS_LIST,
+                    format!("the answer is not a tool list: {e}"),
+                )
             })?;
             tools.extend(page.tools);
             match page.next_cursor {
@@ -295,7 +307,11 @@ impl ServerConnection {
         cancellable: bool,
     ) -> Result<Reply, RequestFailure> {
         let pending: PendingRequest = match ends_setup {
-            Some(ends) => self.connection.send_setup_request(method, params, ends).await,
+            Some(ends) => {
+                self.connection
+                    .send_setup_request(method, params, ends)
+                    .await
+            }
             None => self.connection.send_request(method, params).await,
         }
         .map_err(RequestFailure::Transport)?;
@@ -308,7 +324,10 @@ impl ServerConnection {
                         request_id: id,
                         reason: Some(format!("no answer within {} s", wait.as_secs_f64())),
                     };
-                    let _ = self.connection.notify(methods::CANCELLED, to_raw(&cancel)).await;
+                    let _ = self
+                        .connection
+                        .notify(methods::CANCELLED, to_raw(&cancel))
+                        .await;
                 }
                 Err(RequestFailure::TimedOut(wait))
             }
@@ -386,10 +405,17 @@ impl ServerConnection {
                 )));
             }
         };
-        Ok(self.call_tool(tool, arguments, self.timeout_for(tool)).await)
+        Ok(self
+            .call_tool(tool, arguments, self.timeout_for(tool))
+            .await)
     }
 
-    async fn call_tool(&self, tool: &str, arguments: Map<String, Value>, wait: Duration) -> ToolAnswer {
+    async fn call_tool(
+        &self,
+        tool: &str,
+        arguments: Map<String, Value>,
+        wait: Duration,
+    ) -> ToolAnswer {
         let params = CallToolParams {
             name: tool.to_owned(),
             arguments: Some(arguments),
@@ -402,7 +428,10 @@ impl ServerConnection {
                 Ok(result) => ToolAnswer::read(&result),
                 Err(e) => ToolAnswer::failed(ToolFailure::new(
                     ErrorCode::InvalidAnswer,
-                    format!("server {} answered {tool} with something that is not a tool result: {e}", self.name),
+                    format!(
+                        "server {} answered {tool} with something that is not a tool result: {e}",
+                        self.name
+                    ),
                     Some("report this to the server's authors".to_owned()),
                 )),
             },
@@ -422,7 +451,10 @@ impl ServerConnection {
             Err(RequestFailure::Transport(TransportError::InvalidAnswer { reason, .. })) => {
                 ToolAnswer::failed(ToolFailure::new(
                     ErrorCode::InvalidAnswer,
-                    format!("server {} answered {tool} with an invalid message: {reason}", self.name),
+                    format!(
+                        "server {} answered {tool} with an invalid message: {reason}",
+                        self.name
+                    ),
                     Some("report this to the server's authors".to_owned()),
                 ))
             }

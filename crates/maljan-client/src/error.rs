@@ -70,6 +70,8 @@ fn setup_failed_text(
     } else {
         text.push_str(&format!("; last stderr:\n{stderr_tail}"));
     }
-    text.push_str("\nCheck that the command starts an MCP server over stdio (try running it by hand).");
+    text.push_str(
+        "\nCheck that the command starts an MCP server over stdio (try running it by hand).",
+    );
     text
 }

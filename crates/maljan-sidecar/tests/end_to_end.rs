@@ -20,9 +20,12 @@ fn unhex(hex: &str) -> Vec<u8> {
 }
 
 async fn connect(command: ServerCommand) -> ServerConnection {
-    ServerConnection::connect(&ServerConfig::stdio("sidecar", command), ClientSettings::default())
-        .await
-        .expect("the sidecar sets up")
+    ServerConnection::connect(
+        &ServerConfig::stdio("sidecar", command),
+        ClientSettings::default(),
+    )
+    .await
+    .expect("the sidecar sets up")
 }
 
 #[tokio::test]
@@ -39,10 +42,16 @@ async fn setup_card_and_file_info_give_the_true_size_and_digest() {
     let bytes: Vec<u8> = (0..100_000u32).map(|i| (i * 7 % 251) as u8).collect();
     sample.write_all(&bytes).expect("write");
     let path = sample.path().to_str().expect("utf-8 path");
-    let answer = server.call("file_info", json!({"path": path})).await.expect("call");
+    let answer = server
+        .call("file_info", json!({"path": path}))
+        .await
+        .expect("call");
     assert!(answer.is_ok(), "{answer:?}");
     assert_eq!(answer.value["size"], 100_000);
-    assert_eq!(answer.value["sha256"], format!("{:x}", Sha256::digest(&bytes)));
+    assert_eq!(
+        answer.value["sha256"],
+        format!("{:x}", Sha256::digest(&bytes))
+    );
     let entropy = answer.value["entropy"].as_f64().expect("entropy");
     assert!(entropy > 7.9 && entropy <= 8.0, "{entropy}");
 
@@ -50,7 +59,10 @@ async fn setup_card_and_file_info_give_the_true_size_and_digest() {
         .call("file_info", json!({"path": "/no/such/file"}))
         .await
         .expect("call");
-    assert_eq!(missing.failure().map(|f| &f.code), Some(&ErrorCode::NoSuchFile));
+    assert_eq!(
+        missing.failure().map(|f| &f.code),
+        Some(&ErrorCode::NoSuchFile)
+    );
 
     let report = server.close().await;
     assert!(report.status.is_some_and(|s| s.success()), "{report:?}");
@@ -87,15 +99,29 @@ async fn a_quoted_search_argument_is_read_unquoted() {
 #[tokio::test]
 async fn the_optional_program_tool_without_its_program_answers_missing_dependency() {
     let empty_path = tempfile::tempdir().expect("temp dir");
-    let command = ServerCommand::new(SIDECAR).env("PATH", empty_path.path().to_str().expect("utf-8"));
+    let command =
+        ServerCommand::new(SIDECAR).env("PATH", empty_path.path().to_str().expect("utf-8"));
     let server = connect(command).await;
     let card = server.card().expect("set up");
     assert_eq!(card.unavailable.len(), 1);
     let unavailable = &card.unavailable[0];
     assert_eq!(unavailable.name, "archive_list");
-    assert!(unavailable.reason.contains("zipinfo"), "{}", unavailable.reason);
-    assert!(unavailable.remediation.as_deref().is_some_and(|r| r.contains("apt-get install unzip")));
-    assert!(card.tools.iter().any(|t| t.name == "archive_list" && !t.available));
+    assert!(
+        unavailable.reason.contains("zipinfo"),
+        "{}",
+        unavailable.reason
+    );
+    assert!(
+        unavailable
+            .remediation
+            .as_deref()
+            .is_some_and(|r| r.contains("apt-get install unzip"))
+    );
+    assert!(
+        card.tools
+            .iter()
+            .any(|t| t.name == "archive_list" && !t.available)
+    );
 
     let answer = server
         .call("archive_list", json!({"path": "/etc/hostname"}))
@@ -103,7 +129,12 @@ async fn the_optional_program_tool_without_its_program_answers_missing_dependenc
         .expect("call");
     let failure = answer.failure().expect("a failure");
     assert_eq!(failure.code, ErrorCode::MissingDependency);
-    assert!(failure.remediation.as_deref().is_some_and(|r| r.contains("apt-get install unzip")));
+    assert!(
+        failure
+            .remediation
+            .as_deref()
+            .is_some_and(|r| r.contains("apt-get install unzip"))
+    );
     server.close().await;
 }
 
@@ -119,9 +150,15 @@ async fn the_optional_program_tool_with_its_program_lists_members() {
     let mut archive = tempfile::NamedTempFile::new().expect("temp file");
     archive.write_all(&unhex(ZIP_HEX)).expect("write");
     let path = archive.path().to_str().expect("utf-8 path");
-    let answer = server.call("archive_list", json!({"path": path})).await.expect("call");
+    let answer = server
+        .call("archive_list", json!({"path": path}))
+        .await
+        .expect("call");
     assert!(answer.is_ok(), "{answer:?}");
-    assert_eq!(answer.value["members"], json!(["readme.txt", "bin/payload.exe"]));
+    assert_eq!(
+        answer.value["members"],
+        json!(["readme.txt", "bin/payload.exe"])
+    );
     server.close().await;
 }
 
@@ -129,7 +166,16 @@ async fn the_optional_program_tool_with_its_program_lists_members() {
 async fn a_second_setup_on_the_same_connection_is_refused() {
     let server = connect(ServerCommand::new(SIDECAR)).await;
     let error = server.setup().await.expect_err("refused");
-    assert!(matches!(error, ClientError::AlreadySetUp { state: "connected", .. }), "{error}");
+    assert!(
+        matches!(
+            error,
+            ClientError::AlreadySetUp {
+                state: "connected",
+                ..
+            }
+        ),
+        "{error}"
+    );
     assert!(error.to_string().contains("open a new connection"));
     server.close().await;
 }
@@ -137,8 +183,14 @@ async fn a_second_setup_on_the_same_connection_is_refused() {
 #[tokio::test]
 async fn an_unknown_tool_is_refused_naming_the_tools() {
     let server = connect(ServerCommand::new(SIDECAR)).await;
-    let error = server.call("no_such_tool", json!({})).await.expect_err("refused");
+    let error = server
+        .call("no_such_tool", json!({}))
+        .await
+        .expect_err("refused");
     let text = error.to_string();
-    assert!(text.contains("no_such_tool") && text.contains("file_info"), "{text}");
+    assert!(
+        text.contains("no_such_tool") && text.contains("file_info"),
+        "{text}"
+    );
     server.close().await;
 }

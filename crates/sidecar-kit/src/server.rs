@@ -14,7 +14,7 @@ use maljan_mcp_proto::mcp::{
 use maljan_mcp_stdio::{ClassifierConfig, Event, LineClassifier};
 use serde::Serialize;
 use serde_json::value::RawValue;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::task::{AbortHandle, JoinSet};
@@ -44,7 +44,10 @@ impl std::fmt::Debug for ServerBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ServerBuilder")
             .field("name", &self.name)
-            .field("tools", &self.tools.iter().map(|t| &t.0.name).collect::<Vec<_>>())
+            .field(
+                "tools",
+                &self.tools.iter().map(|t| &t.0.name).collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
@@ -215,15 +218,28 @@ impl Server {
     }
 
     /// Serves newline-delimited JSON-RPC over any reader and writer until the reader ends,
-    /// then waits for calls in flight to answer.
-    pub async fn serve<R, W>(self, mut reader: R, writer: W) -> io::Result<()>
+    /// then waits for calls in flight to answer, and shuts the writer down.
+    pub async fn serve<R, W>(self, reader: R, writer: W) -> io::Result<()>
     where
         R: AsyncRead + Unpin,
-        W: AsyncWrite + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin,
     {
-        let server = Arc::new(self);
         let (out_tx, out_rx) = mpsc::channel::<Vec<u8>>(64);
-        let writer_task = tokio::spawn(write_lines(writer, out_rx));
+        let (read, write) = tokio::join!(
+            Arc::new(self).read_requests(reader, out_tx),
+            write_lines(writer, out_rx)
+        );
+        read.and(write)
+    }
+
+    /// Reads requests until the reader ends, then waits for calls in flight; dropping the
+    /// last sender then ends the writer.
+    async fn read_requests<R: AsyncRead + Unpin>(
+        self: Arc<Self>,
+        mut reader: R,
+        out_tx: mpsc::Sender<Vec<u8>>,
+    ) -> io::Result<()> {
+        let server = self;
         let in_flight: Arc<Mutex<HashMap<RequestId, AbortHandle>>> = Arc::default();
         let mut calls = JoinSet::new();
         let mut classifier = LineClassifier::new(ClassifierConfig::default());
@@ -239,14 +255,19 @@ impl Server {
             while let Some(event) = classifier.poll_event() {
                 match event {
                     Event::Message(Message::Request(request)) => {
-                        server.handle_request(request, &out_tx, &in_flight, &mut calls).await;
+                        server
+                            .handle_request(request, &out_tx, &in_flight, &mut calls)
+                            .await;
                     }
                     Event::Message(Message::Notification(n)) if n.method == methods::CANCELLED => {
                         let cancelled = n
                             .params
                             .and_then(|p| serde_json::from_str::<CancelledParams>(p.get()).ok());
                         if let Some(c) = cancelled {
-                            let handle = in_flight.lock().unwrap_or_else(|p| p.into_inner()).remove(&c.request_id);
+                            let handle = in_flight
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .remove(&c.request_id);
                             if let Some(handle) = handle {
                                 tracing::info!(id = %c.request_id, "call cancelled by the client");
                                 handle.abort();
@@ -256,7 +277,11 @@ impl Server {
                     Event::Invalid { invalid, .. } => {
                         tracing::warn!("invalid message from the client: {}", invalid.reason);
                         if let Some(id) = invalid.id {
-                            let reply = error_reply(id, error_codes::INVALID_REQUEST, invalid.reason.to_string());
+                            let reply = error_reply(
+                                id,
+                                error_codes::INVALID_REQUEST,
+                                invalid.reason.to_string(),
+                            );
                             let _ = out_tx.send(encode(&reply)).await;
                         }
                     }
@@ -271,8 +296,7 @@ impl Server {
             }
         }
         while calls.join_next().await.is_some() {}
-        drop(out_tx);
-        writer_task.await.map_err(io::Error::other)?
+        Ok(())
     }
 
     async fn handle_request(
@@ -292,24 +316,41 @@ impl Server {
                     .unwrap_or(ProtocolVersion::LATEST);
                 let result = InitializeResult {
                     protocol_version: offered.as_str().to_owned(),
-                    capabilities: json!({"tools": {}}).as_object().cloned().unwrap_or_default(),
+                    capabilities: json!({"tools": {}})
+                        .as_object()
+                        .cloned()
+                        .unwrap_or_default(),
                     server_info: self.info.clone(),
                     instructions: None,
                 };
-                Message::Response(Response { id, result: raw(&result) })
+                Message::Response(Response {
+                    id,
+                    result: raw(&result),
+                })
             }
-            methods::PING => Message::Response(Response { id, result: raw(&json!({})) }),
+            methods::PING => Message::Response(Response {
+                id,
+                result: raw(&json!({})),
+            }),
             methods::TOOLS_LIST => {
                 let result = ListToolsResult {
                     tools: self.tool_list(),
                     next_cursor: None,
                 };
-                Message::Response(Response { id, result: raw(&result) })
+                Message::Response(Response {
+                    id,
+                    result: raw(&result),
+                })
             }
             methods::TOOLS_CALL => {
-                let call = params.and_then(|p| serde_json::from_str::<CallToolParams>(p.get()).ok());
+                let call =
+                    params.and_then(|p| serde_json::from_str::<CallToolParams>(p.get()).ok());
                 let Some(call) = call else {
-                    let reply = error_reply(id, error_codes::INVALID_PARAMS, "tools/call needs {name, arguments}".to_owned());
+                    let reply = error_reply(
+                        id,
+                        error_codes::INVALID_PARAMS,
+                        "tools/call needs {name, arguments}".to_owned(),
+                    );
                     let _ = out.send(encode(&reply)).await;
                     return;
                 };
@@ -322,20 +363,31 @@ impl Server {
                 let mut registered = in_flight.lock().unwrap_or_else(|p| p.into_inner());
                 let handle = calls.spawn(async move {
                     let reply = server.call(call_id.clone(), call).await;
-                    registry.lock().unwrap_or_else(|p| p.into_inner()).remove(&call_id);
+                    registry
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(&call_id);
                     let _ = out.send(encode(&reply)).await;
                 });
                 registered.insert(id, handle);
                 return;
             }
-            other => error_reply(id, error_codes::METHOD_NOT_FOUND, format!("this server does not serve {other}")),
+            other => error_reply(
+                id,
+                error_codes::METHOD_NOT_FOUND,
+                format!("this server does not serve {other}"),
+            ),
         };
         let _ = out.send(encode(&reply)).await;
     }
 
     async fn call(self: Arc<Self>, id: RequestId, call: CallToolParams) -> Message {
         if call.name == CAPABILITIES {
-            return tool_reply(id, Ok(serde_json::to_value(&self.manifest).unwrap_or(Value::Null)), CAPABILITIES);
+            return tool_reply(
+                id,
+                Ok(serde_json::to_value(&self.manifest).unwrap_or(Value::Null)),
+                CAPABILITIES,
+            );
         }
         let Some(index) = self.tools.iter().position(|t| t.spec.name == call.name) else {
             return error_reply(
@@ -346,7 +398,11 @@ impl Server {
         };
         let tool = &self.tools[index];
         if let (Some(Err(reason)), Some(dep)) = (&tool.dependency, &tool.spec.dependency) {
-            let failure = ToolFailure::new(ErrorCode::MissingDependency, reason.clone(), Some(dep.remediation.clone()));
+            let failure = ToolFailure::new(
+                ErrorCode::MissingDependency,
+                reason.clone(),
+                Some(dep.remediation.clone()),
+            );
             return tool_reply(id, Err(failure), &call.name);
         }
         let context = ToolContext {
@@ -357,16 +413,23 @@ impl Server {
             },
         };
         let handler = tool.handler.clone();
-        let arguments = Arguments::new(call.arguments.unwrap_or_else(Map::new));
+        let arguments = Arguments::new(call.arguments.unwrap_or_default());
         let outcome = tokio::task::spawn_blocking(move || handler(&arguments, &context)).await;
         let result = match outcome {
             Ok(result) => result,
             Err(join) if join.is_panic() => Err(ToolFailure::new(
                 ErrorCode::ToolFailed,
-                format!("the tool failed unexpectedly: {}", panic_text(&*join.into_panic())),
+                format!(
+                    "the tool failed unexpectedly: {}",
+                    panic_text(&*join.into_panic())
+                ),
                 Some("report this to the server's authors with the arguments used".to_owned()),
             )),
-            Err(_) => Err(ToolFailure::new(ErrorCode::ToolFailed, "the tool was stopped", None)),
+            Err(_) => Err(ToolFailure::new(
+                ErrorCode::ToolFailed,
+                "the tool was stopped",
+                None,
+            )),
         };
         tool_reply(id, result, &call.name)
     }
@@ -378,14 +441,22 @@ fn tool_reply(id: RequestId, result: ToolResult, tool: &str) -> Message {
         Err(failure) => (failure.to_envelope(tool), Some(true)),
     };
     let result = CallToolResult {
-        content: vec![ContentBlock::Text { text: value.to_string() }],
+        content: vec![ContentBlock::Text {
+            text: value.to_string(),
+        }],
         structured_content: value.is_object().then_some(value),
         is_error,
     };
-    Message::Response(Response { id, result: raw(&result) })
+    Message::Response(Response {
+        id,
+        result: raw(&result),
+    })
 }
 
-async fn write_lines<W: AsyncWrite + Unpin>(mut writer: W, mut lines: mpsc::Receiver<Vec<u8>>) -> io::Result<()> {
+async fn write_lines<W: AsyncWrite + Unpin>(
+    mut writer: W,
+    mut lines: mpsc::Receiver<Vec<u8>>,
+) -> io::Result<()> {
     while let Some(line) = lines.recv().await {
         writer.write_all(&line).await?;
         writer.flush().await?;

@@ -73,7 +73,11 @@ impl ToolSpec {
 
     /// Adds a required string argument.
     pub fn required_string(self, name: &str, description: &str) -> Self {
-        self.property(name, serde_json::json!({"type": "string", "description": description}), true)
+        self.property(
+            name,
+            serde_json::json!({"type": "string", "description": description}),
+            true,
+        )
     }
 
     /// Adds an optional argument with its own schema.
@@ -163,7 +167,10 @@ impl Arguments {
                         .ok_or_else(|| bad_argument(name, &format!("holds {i}, not a string")))
                 })
                 .collect(),
-            Some(other) => Err(bad_argument(name, &format!("is {other}, not a string or a list of strings"))),
+            Some(other) => Err(bad_argument(
+                name,
+                &format!("is {other}, not a string or a list of strings"),
+            )),
         }
     }
 }

@@ -44,7 +44,10 @@ async fn banners_log_lines_and_json_records_on_stdout_do_not_break_calls() {
     let counts = server.counts();
     assert_eq!(counts.stray, printed);
     assert_eq!(counts.messages, 6);
-    assert_eq!((counts.invalid, counts.oversized, counts.salvaged), (0, 0, 0));
+    assert_eq!(
+        (counts.invalid, counts.oversized, counts.salvaged),
+        (0, 0, 0)
+    );
     let report = server.close().await;
     assert_eq!(report.counts.stray, printed);
 }
@@ -52,25 +55,45 @@ async fn banners_log_lines_and_json_records_on_stdout_do_not_break_calls() {
 #[tokio::test]
 async fn non_utf8_on_stdout_ends_the_connection_and_fails_pending_calls_at_once() {
     let server = connect(&config(&[]), patient()).await;
-    let both = async { tokio::join!(server.call("never", json!({})), server.call("not_utf8", json!({}))) };
-    let (never, not_utf8) = tokio::time::timeout(HANG_GUARD, both).await.expect("no hang");
+    let both = async {
+        tokio::join!(
+            server.call("never", json!({})),
+            server.call("not_utf8", json!({}))
+        )
+    };
+    let (never, not_utf8) = tokio::time::timeout(HANG_GUARD, both)
+        .await
+        .expect("no hang");
     for answer in [never.expect("call"), not_utf8.expect("call")] {
         let failure = answer.failure().expect("failed").clone();
         assert_eq!(failure.code, ErrorCode::ConnectionLost);
         assert!(failure.message.contains("not UTF-8"), "{}", failure.message);
-        assert!(failure.message.contains("byte offset"), "{}", failure.message);
+        assert!(
+            failure.message.contains("byte offset"),
+            "{}",
+            failure.message
+        );
     }
     let later = server.call("echo", json!({})).await.expect("call");
-    assert_eq!(later.failure().map(|f| &f.code), Some(&ErrorCode::ConnectionLost));
+    assert_eq!(
+        later.failure().map(|f| &f.code),
+        Some(&ErrorCode::ConnectionLost)
+    );
     let report = server.close().await;
-    assert!(report.status.is_some(), "the child was shut down and reaped");
+    assert!(
+        report.status.is_some(),
+        "the child was shut down and reaped"
+    );
 }
 
 #[tokio::test]
 async fn eight_mebibytes_on_stderr_before_an_answer_do_not_block_the_server() {
     let server = connect(&config(&[]), patient()).await;
     let call = server.call("stderr_flood", json!({"bytes": 8 * 1024 * 1024}));
-    let answer = tokio::time::timeout(HANG_GUARD, call).await.expect("no hang").expect("call");
+    let answer = tokio::time::timeout(HANG_GUARD, call)
+        .await
+        .expect("no hang")
+        .expect("call");
     assert!(answer.is_ok(), "{answer:?}");
     let report = server.close().await;
     assert!(report.stderr_tail.lines().count() <= maljan_mcp_stdio::STDERR_TAIL_LINES);
@@ -100,7 +123,11 @@ async fn an_invalid_answer_fails_its_call_at_once_with_the_reason() {
         .expect("call");
     let failure = answer.failure().expect("failed");
     assert_eq!(failure.code, ErrorCode::InvalidAnswer);
-    assert!(failure.message.contains("both result and error"), "{}", failure.message);
+    assert!(
+        failure.message.contains("both result and error"),
+        "{}",
+        failure.message
+    );
     assert_eq!(server.counts().invalid, 1);
     server.close().await;
 }
@@ -113,7 +140,10 @@ async fn an_unanswered_call_is_cancelled_on_the_server() {
     };
     let server = connect(&config(&[]), settings).await;
     let answer = server.call("never", json!({})).await.expect("call");
-    assert_eq!(answer.failure().map(|f| &f.code), Some(&ErrorCode::Unanswered));
+    assert_eq!(
+        answer.failure().map(|f| &f.code),
+        Some(&ErrorCode::Unanswered)
+    );
     let cancelled = server.call("cancelled", json!({})).await.expect("call");
     // Request ids: 1 initialize, 2 tools/list, 3 the `never` call.
     assert_eq!(cancelled.value["cancelled"], json!([3]));
@@ -129,9 +159,15 @@ async fn answers_glued_to_progress_output_are_salvaged_during_setup_only() {
     let server = connect(&config(&["--glue-setup"]), settings).await;
     let counts = server.counts();
     assert_eq!(counts.salvaged, 2, "the initialize and tools/list answers");
-    assert_eq!(counts.stray, 1, "the progress bar; a byte-order mark alone is not stray");
+    assert_eq!(
+        counts.stray, 1,
+        "the progress bar; a byte-order mark alone is not stray"
+    );
     let answer = server.call("glued", json!({})).await.expect("call");
-    assert_eq!(answer.failure().map(|f| &f.code), Some(&ErrorCode::Unanswered));
+    assert_eq!(
+        answer.failure().map(|f| &f.code),
+        Some(&ErrorCode::Unanswered)
+    );
     let counts = server.counts();
     assert_eq!(counts.salvaged, 2, "nothing salvaged after setup");
     assert_eq!(counts.stray, 2, "the glued line is a stray line");
@@ -141,7 +177,10 @@ async fn answers_glued_to_progress_output_are_salvaged_during_setup_only() {
 #[tokio::test]
 async fn a_server_that_cannot_start_is_reported_with_its_exit_and_stderr() {
     let mut command = ServerCommand::new("sh");
-    command.args = vec!["-c".into(), "echo 'fatal: no licence file' >&2; exit 3".into()];
+    command.args = vec![
+        "-c".into(),
+        "echo 'fatal: no licence file' >&2; exit 3".into(),
+    ];
     let error = ServerConnection::connect(&ServerConfig::stdio("broken", command), patient())
         .await
         .expect_err("cannot start");
@@ -151,7 +190,9 @@ async fn a_server_that_cannot_start_is_reported_with_its_exit_and_stderr() {
     assert!(text.contains("fatal: no licence file"), "{text}");
 
     let missing = ServerConfig::stdio("missing", ServerCommand::new("/no/such/server"));
-    let error = ServerConnection::connect(&missing, patient()).await.expect_err("no program");
+    let error = ServerConnection::connect(&missing, patient())
+        .await
+        .expect_err("no program");
     assert!(matches!(error, ClientError::Spawn(_)), "{error}");
     assert!(error.to_string().contains("/no/such/server"));
 }

@@ -10,14 +10,17 @@ use super::open_sample;
 pub(crate) const ZIPINFO: &str = "zipinfo";
 
 pub(crate) fn archive_list_spec() -> ToolSpec {
-    ToolSpec::new("archive_list", "The members of a ZIP archive, listed by zipinfo")
-        .required_string("path", "the archive")
-        .depends_on(
-            Probe::Program(ZIPINFO.to_owned()),
-            "install zipinfo on the server's host (Debian: apt-get install unzip)",
-            Some("listing ZIP archive members"),
-        )
-        .timeout_s(60.0)
+    ToolSpec::new(
+        "archive_list",
+        "The members of a ZIP archive, listed by zipinfo",
+    )
+    .required_string("path", "the archive")
+    .depends_on(
+        Probe::Program(ZIPINFO.to_owned()),
+        "install zipinfo on the server's host (Debian: apt-get install unzip)",
+        Some("listing ZIP archive members"),
+    )
+    .timeout_s(60.0)
 }
 
 pub(crate) fn archive_list(args: &Arguments, ctx: &ToolContext) -> ToolResult {
@@ -33,7 +36,10 @@ pub(crate) fn archive_list(args: &Arguments, ctx: &ToolContext) -> ToolResult {
             ToolFailure::new(
                 ErrorCode::MissingDependency,
                 format!("{program} could not be run: {e}"),
-                Some("install zipinfo on the server's host (Debian: apt-get install unzip)".to_owned()),
+                Some(
+                    "install zipinfo on the server's host (Debian: apt-get install unzip)"
+                        .to_owned(),
+                ),
             )
         })?;
     if !output.status.success() {

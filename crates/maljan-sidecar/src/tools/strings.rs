@@ -53,10 +53,20 @@ pub(crate) fn strings(args: &Arguments, _ctx: &ToolContext) -> ToolResult {
         .into_iter()
         .map(|written| {
             let needle = unquote(&written).read_as.into_bytes();
-            Search { written, needle, count: 0, offsets: Vec::new() }
+            Search {
+                written,
+                needle,
+                count: 0,
+                offsets: Vec::new(),
+            }
         })
         .collect();
-    let overlap = searches.iter().map(|s| s.needle.len()).max().unwrap_or(1).saturating_sub(1);
+    let overlap = searches
+        .iter()
+        .map(|s| s.needle.len())
+        .max()
+        .unwrap_or(1)
+        .saturating_sub(1);
 
     let mut file = open_sample(path)?;
     let mut chunk = vec![0u8; READ_CHUNK];
@@ -72,7 +82,11 @@ pub(crate) fn strings(args: &Arguments, _ctx: &ToolContext) -> ToolResult {
         }
         for (i, &b) in chunk[..n].iter().enumerate() {
             if printable(b) {
-                let r = run.get_or_insert_with(|| Run { start: offset + i as u64, len: 0, text: String::new() });
+                let r = run.get_or_insert_with(|| Run {
+                    start: offset + i as u64,
+                    len: 0,
+                    text: String::new(),
+                });
                 r.len += 1;
                 if r.text.len() < MAX_STRING_CHARS {
                     r.text.push(b as char);

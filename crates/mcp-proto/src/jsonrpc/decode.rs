@@ -1,7 +1,7 @@
 use std::fmt;
 
-use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
 use super::{
@@ -210,21 +210,25 @@ fn read_string(raw: &RawValue) -> Option<String> {
 }
 
 fn read_error_object(raw: &RawValue) -> Result<ErrorObject, InvalidReason> {
+    /// Keeps a present `null` as `Some`, unlike `Option`'s own reading.
+    fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+        <&RawValue>::deserialize(d).map(Some)
+    }
     #[derive(Deserialize)]
     struct ErrorFields<'a> {
-        #[serde(borrow, default)]
+        #[serde(borrow, default, deserialize_with = "present")]
         code: Option<&'a RawValue>,
-        #[serde(borrow, default)]
+        #[serde(borrow, default, deserialize_with = "present")]
         message: Option<&'a RawValue>,
-        #[serde(borrow, default)]
+        #[serde(borrow, default, deserialize_with = "present")]
         data: Option<&'a RawValue>,
     }
     let kind = JsonKind::of_raw(raw.get());
     if kind != JsonKind::Object {
         return Err(InvalidReason::ErrorKind(kind));
     }
-    let fields: ErrorFields<'_> = serde_json::from_str(raw.get())
-        .map_err(|_| InvalidReason::ErrorKind(JsonKind::Object))?;
+    let fields: ErrorFields<'_> =
+        serde_json::from_str(raw.get()).map_err(|_| InvalidReason::ErrorKind(JsonKind::Object))?;
     let code = match fields.code {
         None => return Err(InvalidReason::ErrorCodeKind("missing".into())),
         Some(c) => c
@@ -234,8 +238,9 @@ fn read_error_object(raw: &RawValue) -> Result<ErrorObject, InvalidReason> {
     };
     let message = match fields.message {
         None => return Err(InvalidReason::ErrorMessageKind("missing".into())),
-        Some(m) => read_string(m)
-            .ok_or_else(|| InvalidReason::ErrorMessageKind(JsonKind::of_raw(m.get()).to_string()))?,
+        Some(m) => read_string(m).ok_or_else(|| {
+            InvalidReason::ErrorMessageKind(JsonKind::of_raw(m.get()).to_string())
+        })?,
     };
     Ok(ErrorObject {
         code,

@@ -55,7 +55,9 @@ impl ToolFailure {
     /// a plain string (read as `tool_failed`).
     pub fn from_error_member(error: &Value) -> ToolFailure {
         match error {
-            Value::String(message) => ToolFailure::new(ErrorCode::ToolFailed, message.clone(), None),
+            Value::String(message) => {
+                ToolFailure::new(ErrorCode::ToolFailed, message.clone(), None)
+            }
             Value::Object(map) => ToolFailure {
                 code: map
                     .get("code")
@@ -94,10 +96,15 @@ pub enum Outcome {
 ///
 /// ```
 /// use maljan_mcp_proto::maljan::{ErrorCode, Outcome, ToolAnswer};
-/// use maljan_mcp_proto::mcp::CallToolResult;
-/// let result: CallToolResult = serde_json::from_str(r#"{"content":[{"type":"text",
-///     "text":"{\"error\":{\"code\":\"missing_dependency\",\"message\":\"pdfinfo is missing\",
-///     \"remediation\":\"apt-get install poppler-utils\"},\"tool\":\"pdf_info\"}"}]}"#).unwrap();
+/// use maljan_mcp_proto::mcp::{CallToolResult, ContentBlock};
+/// let envelope = serde_json::json!({"error": {"code": "missing_dependency",
+///     "message": "pdfinfo is missing", "remediation": "apt-get install poppler-utils"},
+///     "tool": "pdf_info"});
+/// let result = CallToolResult {
+///     content: vec![ContentBlock::Text { text: envelope.to_string() }],
+///     structured_content: None,
+///     is_error: None,
+/// };
 /// let answer = ToolAnswer::read(&result);
 /// match answer.outcome {
 ///     Outcome::Failed(f) => assert_eq!(f.code, ErrorCode::MissingDependency),
@@ -138,7 +145,10 @@ impl ToolAnswer {
             value: json!({"code": error.code, "message": error.message}),
             outcome: Outcome::Failed(ToolFailure::new(
                 ErrorCode::RpcError,
-                format!("the server answered JSON-RPC error {}: {}", error.code, error.message),
+                format!(
+                    "the server answered JSON-RPC error {}: {}",
+                    error.code, error.message
+                ),
                 Some("check the tool name and arguments against `maljan tools`".to_owned()),
             )),
         }
@@ -179,8 +189,9 @@ fn answer_value(result: &CallToolResult) -> Value {
         })
         .collect();
     match texts.as_slice() {
-        [single] if result.content.len() == 1 => serde_json::from_str(single)
-            .unwrap_or_else(|_| Value::String((*single).to_owned())),
+        [single] if result.content.len() == 1 => {
+            serde_json::from_str(single).unwrap_or_else(|_| Value::String((*single).to_owned()))
+        }
         _ => serde_json::to_value(&result.content).unwrap_or(Value::Null),
     }
 }

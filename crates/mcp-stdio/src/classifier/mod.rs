@@ -185,10 +185,10 @@ impl LineClassifier {
             return;
         }
         self.eof = true;
-        if self.not_utf8_at.is_none() {
-            if let Err(e) = self.utf8.finish() {
-                self.not_utf8_at = Some(e.offset);
-            }
+        if self.not_utf8_at.is_none()
+            && let Err(e) = self.utf8.finish()
+        {
+            self.not_utf8_at = Some(e.offset);
         }
     }
 

@@ -71,7 +71,10 @@ fn blank_lines_are_ignored_and_counted() {
 
 #[test]
 fn crlf_line_endings_are_read() {
-    let (seen, counts) = run(SetupWindow::Closed, format!("{ANSWER}\r\n{ANSWER}\r\n").as_bytes());
+    let (seen, counts) = run(
+        SetupWindow::Closed,
+        format!("{ANSWER}\r\n{ANSWER}\r\n").as_bytes(),
+    );
     assert_eq!(seen.messages.len(), 2);
     assert_eq!(counts.stray, 0);
 }
@@ -81,12 +84,18 @@ fn a_bom_before_the_initialize_answer_is_delivered_during_setup() {
     let (seen, counts) = run(SetupWindow::Open, &line(&format!("\u{FEFF}{ANSWER}")));
     assert_eq!(seen.messages.len(), 1);
     assert_eq!(counts.salvaged, 1);
-    assert_eq!(counts.stray, 0, "a byte-order mark alone is not a stray line");
+    assert_eq!(
+        counts.stray, 0,
+        "a byte-order mark alone is not a stray line"
+    );
 }
 
 #[test]
 fn a_progress_bar_glued_to_an_answer_is_salvaged_during_setup() {
-    let (seen, counts) = run(SetupWindow::Open, &line(&format!("Downloading 50%\r{ANSWER}")));
+    let (seen, counts) = run(
+        SetupWindow::Open,
+        &line(&format!("Downloading 50%\r{ANSWER}")),
+    );
     assert_eq!(seen.messages.len(), 1);
     assert_eq!(seen.salvaged, vec!["Downloading 50%".to_owned()]);
     assert_eq!(counts.salvaged, 1);
@@ -95,7 +104,10 @@ fn a_progress_bar_glued_to_an_answer_is_salvaged_during_setup() {
 
 #[test]
 fn the_same_glued_answer_after_setup_is_not_delivered() {
-    let (seen, counts) = run(SetupWindow::Closed, &line(&format!("Downloading 50%\r{ANSWER}")));
+    let (seen, counts) = run(
+        SetupWindow::Closed,
+        &line(&format!("Downloading 50%\r{ANSWER}")),
+    );
     assert!(seen.messages.is_empty());
     assert_eq!(counts.salvaged, 0);
     assert_eq!(counts.stray, 1);
@@ -106,12 +118,18 @@ fn a_json_log_record_is_stray() {
     let (seen, counts) = run(SetupWindow::Closed, &line(r#"{"level":"info","msg":"x"}"#));
     assert!(seen.messages.is_empty() && seen.invalid.is_empty());
     assert_eq!(counts.stray, 1);
-    assert_eq!(seen.first_stray, vec![r#"{"level":"info","msg":"x"}"#.to_owned()]);
+    assert_eq!(
+        seen.first_stray,
+        vec![r#"{"level":"info","msg":"x"}"#.to_owned()]
+    );
 }
 
 #[test]
 fn a_null_id_is_stated_with_its_reason() {
-    let (seen, counts) = run(SetupWindow::Closed, &line(r#"{"jsonrpc":"2.0","id":null,"result":{}}"#));
+    let (seen, counts) = run(
+        SetupWindow::Closed,
+        &line(r#"{"jsonrpc":"2.0","id":null,"result":{}}"#),
+    );
     assert_eq!(seen.invalid, vec![(InvalidReason::NullId, None, true)]);
     assert_eq!(counts.invalid, 1);
     assert!(seen.messages.is_empty());
@@ -125,13 +143,20 @@ fn an_invalid_answer_carries_its_readable_id() {
     );
     assert_eq!(
         seen.invalid,
-        vec![(InvalidReason::ResultAndError, Some(RequestId::Integer(7)), true)]
+        vec![(
+            InvalidReason::ResultAndError,
+            Some(RequestId::Integer(7)),
+            true
+        )]
     );
 }
 
 #[test]
 fn a_broken_line_mentioning_jsonrpc_is_stated_not_counted_as_stray() {
-    let (seen, counts) = run(SetupWindow::Closed, &line(r#"{"jsonrpc":"2.0","id":1,"result":"#));
+    let (seen, counts) = run(
+        SetupWindow::Closed,
+        &line(r#"{"jsonrpc":"2.0","id":1,"result":"#),
+    );
     assert!(matches!(seen.invalid[0].0, InvalidReason::NotJson(_)));
     assert_eq!(counts.stray, 0);
 }
@@ -189,7 +214,10 @@ fn an_oversized_line_is_discarded_in_pieces_and_the_next_line_read() {
     for _ in 0..256 {
         c.handle_bytes(&piece);
         drain(&mut c, &mut seen);
-        assert!(c.buffered() <= cap + piece.len(), "memory bounded by the cap");
+        assert!(
+            c.buffered() <= cap + piece.len(),
+            "memory bounded by the cap"
+        );
     }
     c.handle_bytes(format!("\n{ANSWER}\n").as_bytes());
     drain(&mut c, &mut seen);
@@ -208,7 +236,11 @@ fn invalid_utf8_split_across_two_reads_ends_the_stream_at_its_offset() {
         SetupWindow::Closed,
         &[&first, b"\x28rest\n", ANSWER.as_bytes()],
     );
-    assert_eq!(seen.messages.len(), 1, "the line before the bad byte is read");
+    assert_eq!(
+        seen.messages.len(),
+        1,
+        "the line before the bad byte is read"
+    );
     assert_eq!(seen.not_utf8, vec![ANSWER.len() as u64 + 3]);
     assert_eq!(counts.stray, 0, "nothing after the bad byte is read");
     assert_eq!(counts.messages, 1);
@@ -251,7 +283,10 @@ fn batches_are_refused_unless_allowed() {
 #[test]
 fn control_characters_in_the_stray_excerpt_are_escaped() {
     let (seen, _) = run(SetupWindow::Closed, b"\x1b[2Kprogress\x07\n");
-    assert_eq!(seen.first_stray, vec!["\\u{1b}[2Kprogress\\u{7}".to_owned()]);
+    assert_eq!(
+        seen.first_stray,
+        vec!["\\u{1b}[2Kprogress\\u{7}".to_owned()]
+    );
 }
 
 #[test]

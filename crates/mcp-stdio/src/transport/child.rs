@@ -115,9 +115,21 @@ impl Connection {
         };
         let mut child = cmd.spawn().map_err(spawn_error)?;
         let missing = || std::io::Error::other("a standard stream was not piped");
-        let stdin = child.stdin.take().ok_or_else(missing).map_err(spawn_error)?;
-        let stdout = child.stdout.take().ok_or_else(missing).map_err(spawn_error)?;
-        let stderr = child.stderr.take().ok_or_else(missing).map_err(spawn_error)?;
+        let stdin = child
+            .stdin
+            .take()
+            .ok_or_else(missing)
+            .map_err(spawn_error)?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(missing)
+            .map_err(spawn_error)?;
+        let stderr = child
+            .stderr
+            .take()
+            .ok_or_else(missing)
+            .map_err(spawn_error)?;
         let tail = Arc::new(Mutex::new(StderrTail::default()));
         let stderr_task = tokio::spawn(drain_stderr(stderr, config.name.clone(), tail.clone()));
         Ok(Connection::start(

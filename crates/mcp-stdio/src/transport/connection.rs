@@ -8,8 +8,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use maljan_mcp_proto::jsonrpc::{
-    ErrorObject, ErrorResponse, Message, Notification, Request, RequestId, Response,
-    error_codes,
+    ErrorObject, ErrorResponse, Message, Notification, Request, RequestId, Response, error_codes,
 };
 use maljan_mcp_proto::mcp::methods;
 use serde_json::value::RawValue;
@@ -158,7 +157,9 @@ pub struct Connection {
 
 impl std::fmt::Debug for Shared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared").field("server", &self.server).finish_non_exhaustive()
+        f.debug_struct("Shared")
+            .field("server", &self.server)
+            .finish_non_exhaustive()
     }
 }
 
@@ -263,7 +264,8 @@ impl Connection {
         params: Option<Box<RawValue>>,
         ends_setup: EndsSetup,
     ) -> Result<PendingRequest, TransportError> {
-        self.send_request_inner(method, params, Some(ends_setup)).await
+        self.send_request_inner(method, params, Some(ends_setup))
+            .await
     }
 
     async fn send_request_inner(
@@ -309,7 +311,9 @@ impl Connection {
 
     /// Allows batches on stdout (protocol 2025-03-26 only).
     pub fn set_batches_allowed(&self, allowed: bool) {
-        self.shared.batches_allowed.store(allowed, Ordering::Release);
+        self.shared
+            .batches_allowed
+            .store(allowed, Ordering::Release);
     }
 
     /// The counts of what stdout held so far.
@@ -500,7 +504,9 @@ async fn handle_event(
                     }
                     let _ = entry.reply.send(Ok(Reply::Result(result)));
                 }
-                None => tracing::debug!(server, %id, "an answer to no pending request (given up on?)"),
+                None => {
+                    tracing::debug!(server, %id, "an answer to no pending request (given up on?)")
+                }
             }
         }
         Event::Message(Message::Error(ErrorResponse { id, error })) => {
@@ -542,7 +548,10 @@ async fn handle_event(
             let _ = notifications.try_send(notification);
         }
         Event::Salvaged { prefix } => {
-            tracing::info!(server, "read a message from after a progress bar or byte-order mark during setup: {prefix:?}");
+            tracing::info!(
+                server,
+                "read a message from after a progress bar or byte-order mark during setup: {prefix:?}"
+            );
         }
         Event::FirstStray { excerpt } => {
             tracing::warn!(
@@ -557,9 +566,16 @@ async fn handle_event(
             stated,
         } => {
             if stated {
-                tracing::warn!(server, "invalid protocol message on stdout: {}: {excerpt}", invalid.reason);
+                tracing::warn!(
+                    server,
+                    "invalid protocol message on stdout: {}: {excerpt}",
+                    invalid.reason
+                );
             }
-            let entry = invalid.id.as_ref().and_then(|id| lock(&shared.pending).remove(id));
+            let entry = invalid
+                .id
+                .as_ref()
+                .and_then(|id| lock(&shared.pending).remove(id));
             if let Some(entry) = entry {
                 let _ = entry.reply.send(Err(TransportError::InvalidAnswer {
                     server: shared.server.clone(),
@@ -568,10 +584,18 @@ async fn handle_event(
             }
         }
         Event::Oversized { length, excerpt } => {
-            tracing::warn!(server, length, "a line over the line cap was discarded unread: {excerpt}");
+            tracing::warn!(
+                server,
+                length,
+                "a line over the line cap was discarded unread: {excerpt}"
+            );
         }
         Event::NotUtf8 { offset } => {
-            tracing::error!(server, offset, "stdout is not UTF-8; closing the connection");
+            tracing::error!(
+                server,
+                offset,
+                "stdout is not UTF-8; closing the connection"
+            );
             shared.fail(TransportError::NotUtf8 {
                 server: shared.server.clone(),
                 offset,

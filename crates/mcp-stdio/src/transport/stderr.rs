@@ -30,7 +30,11 @@ impl StderrTail {
     }
 
     pub(crate) fn text(&self) -> String {
-        self.lines.iter().map(String::as_str).collect::<Vec<_>>().join("\n")
+        self.lines
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 }
 

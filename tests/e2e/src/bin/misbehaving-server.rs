@@ -68,7 +68,11 @@ fn handle(b: &mut Behaviour, request: Request) {
                 "capabilities": {"tools": {}},
                 "serverInfo": {"name": "misbehaving-server", "version": "0.0.1"},
             });
-            let prefix = if b.glue_setup { "Downloading model 50%\r" } else { "" };
+            let prefix = if b.glue_setup {
+                "Downloading model 50%\r"
+            } else {
+                ""
+            };
             if b.glue_setup {
                 b.printed += 1;
             }
@@ -76,8 +80,15 @@ fn handle(b: &mut Behaviour, request: Request) {
         }
         "tools/list" => {
             let names = [
-                "echo", "printed", "not_utf8", "never", "cancelled", "stderr_flood", "huge_line",
-                "invalid", "glued",
+                "echo",
+                "printed",
+                "not_utf8",
+                "never",
+                "cancelled",
+                "stderr_flood",
+                "huge_line",
+                "invalid",
+                "glued",
             ];
             let result = json!({"tools": names.iter().map(|n| tool(n)).collect::<Vec<_>>()});
             let prefix = if b.glue_setup { "\u{FEFF}" } else { "" };
@@ -165,7 +176,9 @@ fn main() {
         let Ok(line) = line else { break };
         match decode_line(&line, false) {
             DecodedLine::Message(Message::Request(request)) => handle(&mut behaviour, request),
-            DecodedLine::Message(Message::Notification(n)) if n.method == "notifications/cancelled" => {
+            DecodedLine::Message(Message::Notification(n))
+                if n.method == "notifications/cancelled" =>
+            {
                 let params: Value = n
                     .params
                     .and_then(|p| serde_json::from_str(p.get()).ok())
