@@ -1,0 +1,121 @@
+//! The `maljan` binary as a user runs it.
+
+use std::process::{Command, Output};
+
+const MALJAN: &str = env!("CARGO_BIN_EXE_maljan");
+
+fn maljan(args: &[&str]) -> Output {
+    Command::new(MALJAN)
+        .args(args)
+        .env_remove("MALJAN_CONFIG")
+        .output()
+        .expect("maljan runs")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn the_readme_main_job_prints_the_card_and_a_file_info_answer() {
+    let readme = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
+    let output = maljan(&[
+        "call",
+        "sidecar",
+        "file_info",
+        &format!("path={readme}"),
+        "--card",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(text.contains("server sidecar: maljan-sidecar"), "{text}");
+    assert!(
+        text.contains("file_info") && text.contains("archive_list"),
+        "{text}"
+    );
+    assert!(text.contains("\nok\n"), "{text}");
+    let size = std::fs::metadata(readme).expect("README").len();
+    assert!(text.contains(&format!("\"size\": {size}")), "{text}");
+}
+
+#[test]
+fn probe_prints_the_card_and_json_on_request() {
+    let output = maljan(&["probe"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stdout(&output).contains("stdout: "), "{}", stdout(&output));
+    let output = maljan(&["probe", "sidecar", "--json"]);
+    let card: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(card["server"], "sidecar");
+    assert_eq!(card["stdout"]["stray"], 0);
+}
+
+#[test]
+fn tools_leaves_out_the_platform_primitives() {
+    let output = maljan(&["tools", "--json"]);
+    let tools: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let names: Vec<&str> = tools
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(names, ["file_info", "strings", "archive_list"]);
+}
+
+#[test]
+fn a_failed_call_exits_one_with_the_code_and_remediation() {
+    let output = maljan(&["call", "sidecar", "file_info", "path=/no/such/file"]);
+    assert_eq!(output.status.code(), Some(1));
+    let text = stdout(&output);
+    assert!(text.contains("failed: no_such_file"), "{text}");
+    assert!(text.contains("remediation:"), "{text}");
+}
+
+#[test]
+fn usage_errors_exit_two_naming_the_remedy() {
+    let cases: [(&[&str], &str); 4] = [
+        (&["call", "sidecar", "nope"], "maljan tools sidecar"),
+        (&["call", "sidecar", "file_info", "path"], "key=value"),
+        (&["probe", "elsewhere"], "known servers: sidecar"),
+        (
+            &["--config", "/no/such/maljan.toml", "probe"],
+            "cannot read it",
+        ),
+    ];
+    for (args, remedy) in cases {
+        let output = maljan(args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        assert!(
+            stderr(&output).contains(remedy),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+    }
+}
+
+#[test]
+fn a_configured_server_that_cannot_start_shows_its_stderr() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("maljan.toml");
+    std::fs::write(
+        &config,
+        "[servers.broken]\ncommand = \"sh\"\nargs = [\"-c\", \"echo missing licence >&2; exit 4\"]\n",
+    )
+    .expect("write");
+    let output = maljan(&[
+        "--config",
+        config.to_str().expect("utf-8"),
+        "probe",
+        "broken",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    let text = stderr(&output);
+    assert!(
+        text.contains("missing licence") && text.contains("exit status: 4"),
+        "{text}"
+    );
+}
