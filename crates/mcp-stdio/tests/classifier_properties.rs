@@ -1,0 +1,158 @@
+//! Properties of the classifier over generated streams.
+
+use maljan_mcp_stdio::{ClassifierConfig, Event, LineClassifier, LineCounts};
+use proptest::prelude::*;
+use serde_json::json;
+
+#[derive(Debug, Clone)]
+enum Line {
+    /// A valid message, as a JSON line.
+    Message(String),
+    /// Text that is not a protocol message.
+    Text(String),
+    /// Only whitespace.
+    Blank(String),
+}
+
+fn message() -> impl Strategy<Value = String> {
+    prop_oneof![
+        (any::<i64>(), "[ -~]{0,30}").prop_map(|(id, s)| json!({"jsonrpc": "2.0", "id": id, "result": {"s": s}}).to_string()),
+        ("[a-z/]{1,20}", any::<u32>()).prop_map(|(m, n)| json!({"jsonrpc": "2.0", "method": m, "params": {"n": n}}).to_string()),
+        ("[a-z0-9-]{1,12}", any::<i32>()).prop_map(|(id, code)| json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": "m"}}).to_string()),
+    ]
+}
+
+fn text() -> impl Strategy<Value = String> {
+    // Non-blank text that does not begin like JSON; it may hold CRs, quotes, braces, anything.
+    "[^\n\\{\\[\\s][^\n]{0,80}"
+}
+
+fn line() -> impl Strategy<Value = Line> {
+    prop_oneof![
+        3 => message().prop_map(Line::Message),
+        3 => text().prop_map(Line::Text),
+        1 => "[ \t\r]{0,4}".prop_map(Line::Blank),
+    ]
+}
+
+/// A JSON text with its members in one order, to compare messages.
+fn normal(json: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(json)
+        .expect("JSON")
+        .to_string()
+}
+
+fn render(lines: &[Line]) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    for line in lines {
+        let text = match line {
+            Line::Message(s) | Line::Text(s) | Line::Blank(s) => s,
+        };
+        bytes.extend_from_slice(text.as_bytes());
+        bytes.push(b'\n');
+    }
+    bytes
+}
+
+/// Feeds `bytes` cut at `cuts`, returns every event (as text) and the counts.
+fn classify(bytes: &[u8], cuts: &[usize], window_open: bool) -> (Vec<String>, Vec<String>, LineCounts) {
+    let mut classifier = LineClassifier::new(ClassifierConfig::default());
+    if !window_open {
+        classifier.close_setup_window();
+    }
+    let mut events = Vec::new();
+    let mut messages = Vec::new();
+    let mut drain = |c: &mut LineClassifier| {
+        while let Some(event) = c.poll_event() {
+            if let Event::Message(m) = &event {
+                messages.push(normal(&m.to_json()));
+            }
+            events.push(format!("{event:?}"));
+        }
+    };
+    let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (bytes.len() + 1)).collect();
+    cuts.sort_unstable();
+    let mut start = 0;
+    for cut in cuts.into_iter().chain([bytes.len()]) {
+        classifier.handle_bytes(&bytes[start..cut]);
+        drain(&mut classifier);
+        start = cut;
+    }
+    classifier.handle_eof();
+    drain(&mut classifier);
+    (events, messages, classifier.counts())
+}
+
+proptest! {
+    #[test]
+    fn messages_among_text_are_delivered_exactly_and_in_order(
+        lines in prop::collection::vec(line(), 0..60),
+        window_open in any::<bool>(),
+    ) {
+        let bytes = render(&lines);
+        let (_, delivered, counts) = classify(&bytes, &[], window_open);
+        let expected: Vec<String> = lines
+            .iter()
+            .filter_map(|l| match l {
+                Line::Message(m) => Some(normal(m)),
+                _ => None,
+            })
+            .collect();
+        prop_assert_eq!(&delivered, &expected);
+        let texts = lines.iter().filter(|l| matches!(l, Line::Text(_))).count() as u64;
+        let blanks = lines.iter().filter(|l| matches!(l, Line::Blank(_))).count() as u64;
+        prop_assert_eq!(counts.messages, expected.len() as u64);
+        prop_assert_eq!(counts.stray, texts);
+        prop_assert_eq!(counts.blank, blanks);
+        prop_assert_eq!(counts.invalid + counts.oversized + counts.salvaged, 0);
+    }
+
+    #[test]
+    fn any_chunking_gives_the_same_events(
+        bytes in prop::collection::vec(any::<u8>(), 0..400),
+        lines in prop::collection::vec(line(), 0..20),
+        cuts in prop::collection::vec(any::<usize>(), 0..30),
+        window_open in any::<bool>(),
+    ) {
+        // Arbitrary bytes (often not UTF-8) after well-formed lines.
+        let mut stream = render(&lines);
+        stream.extend_from_slice(&bytes);
+        let whole = classify(&stream, &[], window_open);
+        let chunked = classify(&stream, &cuts, window_open);
+        prop_assert_eq!(whole.0, chunked.0);
+        prop_assert_eq!(whole.2, chunked.2);
+        let bytewise: Vec<usize> = (0..stream.len()).collect();
+        let single = classify(&stream, &bytewise, window_open);
+        prop_assert_eq!(whole.2, single.2);
+    }
+
+    #[test]
+    fn after_setup_nothing_glued_to_other_text_is_delivered(
+        glued in prop::collection::vec((text(), prop_oneof![Just("\r"), Just("\u{FEFF}"), Just(" "), Just("")], message()), 1..20),
+        clean in prop::collection::vec(message(), 0..5),
+    ) {
+        let mut stream = Vec::new();
+        for (prefix, joint, message) in &glued {
+            stream.extend_from_slice(format!("{prefix}{joint}{message}\n").as_bytes());
+        }
+        for message in &clean {
+            stream.extend_from_slice(format!("{message}\n").as_bytes());
+        }
+        let (_, delivered, counts) = classify(&stream, &[], false);
+        prop_assert_eq!(delivered, clean.iter().map(|m| normal(m)).collect::<Vec<_>>());
+        prop_assert_eq!(counts.salvaged, 0);
+        prop_assert_eq!(counts.stray, glued.len() as u64);
+    }
+
+    #[test]
+    fn during_setup_an_answer_after_a_carriage_return_is_salvaged(
+        prefix in text(),
+        message in message(),
+    ) {
+        let stream = format!("{prefix}\r{message}\n");
+        let (_, delivered, counts) = classify(stream.as_bytes(), &[], true);
+        prop_assert_eq!(delivered, vec![normal(&message)]);
+        prop_assert_eq!(counts.salvaged, 1);
+        prop_assert_eq!(counts.stray, 1);
+    }
+}
