@@ -1,16 +1,25 @@
 //! The workspace's tasks, run as `cargo xtask TASK`.
 //!
-//! - `ci`: everything CI checks, in order: test dependencies, formatting, clippy with
-//!   warnings denied, the tests, and the docs with warnings denied.
+//! - `ci`: everything CI checks, in order: test programs, formatting, clippy with warnings
+//!   denied, the tests (fuzz corpora replayed among them), the docs with warnings denied,
+//!   then a short real fuzz run of each target when a nightly toolchain is present.
+//! - `fuzz [TARGET] [--time SECONDS]`: runs fuzz targets on nightly (all by default, 60 s
+//!   each), installing cargo-fuzz when it is missing.
+//! - `bench`: the criterion benchmarks.
 
+mod fuzz;
+
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(),
-        Some(other) => Err(format!("unknown task {other:?}; the tasks are: ci")),
-        None => Err("name a task: cargo xtask ci".to_owned()),
+        Some("fuzz") => fuzz::run_from_args(&args[1..]),
+        Some("bench") => cargo(&["bench", "--workspace"], &[]),
+        Some(other) => Err(format!("unknown task {other:?}; the tasks are: ci, fuzz, bench")),
+        None => Err("name a task: cargo xtask ci | fuzz [TARGET] [--time SECONDS] | bench".to_owned()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -21,18 +30,19 @@ fn main() -> ExitCode {
     }
 }
 
+/// The workspace root.
+pub(crate) fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_owned)
+        .unwrap_or_default()
+}
+
 fn ci() -> Result<(), String> {
     ensure_test_programs()?;
     cargo(&["fmt", "--all", "--", "--check"], &[])?;
     cargo(
-        &[
-            "clippy",
-            "--workspace",
-            "--all-targets",
-            "--",
-            "-D",
-            "warnings",
-        ],
+        &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"],
         &[],
     )?;
     cargo(&["test", "--workspace", "--no-fail-fast"], &[])?;
@@ -40,48 +50,59 @@ fn ci() -> Result<(), String> {
         &["doc", "--workspace", "--no-deps"],
         &[("RUSTDOCFLAGS", "-D warnings")],
     )?;
+    if fuzz::nightly_available() {
+        for target in fuzz::TARGETS {
+            fuzz::run_target(target, fuzz::CI_SECONDS)?;
+        }
+    } else {
+        println!(
+            "xtask: SKIPPED the fuzz runs: no nightly toolchain here \
+             (rustup toolchain install nightly); the corpora were still replayed by the tests"
+        );
+    }
     println!("xtask ci: all steps passed");
     Ok(())
 }
 
-/// Runs `cargo ARGS`, failing with the command named.
-fn cargo(args: &[&str], env: &[(&str, &str)]) -> Result<(), String> {
+/// Runs `cargo ARGS` with the toolchain running this task, failing with the command named.
+pub(crate) fn cargo(args: &[&str], env: &[(&str, &str)]) -> Result<(), String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    println!("xtask: cargo {}", args.join(" "));
-    let status = Command::new(&cargo)
-        .args(args)
-        .envs(env.iter().copied())
+    run(Command::new(cargo).args(args).envs(env.iter().copied()).current_dir(root()))
+}
+
+/// Runs a command, failing with it named.
+pub(crate) fn run(command: &mut Command) -> Result<(), String> {
+    let shown = format!("{command:?}");
+    println!("xtask: {shown}");
+    let status = command
         .status()
-        .map_err(|e| format!("could not run cargo: {e}"))?;
+        .map_err(|e| format!("could not run {shown}: {e}"))?;
     if status.success() {
         Ok(())
     } else {
-        Err(format!("`cargo {}` failed ({status})", args.join(" ")))
+        Err(format!("{shown} failed ({status})"))
     }
 }
 
 fn on_path(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| dir.join(program).is_file())
+    })
 }
 
 /// The reference sidecar's optional-program tool is tested with its program present:
-/// `zipinfo`, from Debian's `unzip`. Installs it when missing and running as root.
+/// `zipinfo`, from Debian's `unzip`. Installs it when missing.
 fn ensure_test_programs() -> Result<(), String> {
     if on_path("zipinfo") {
         return Ok(());
     }
     println!("xtask: zipinfo is missing; installing Debian's unzip");
-    let installed = Command::new("sh")
-        .args([
-            "-c",
-            "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq unzip",
-        ])
-        .status()
-        .map_err(|e| format!("could not run apt-get: {e}"))?;
-    if installed.success() && on_path("zipinfo") {
-        Ok(())
-    } else {
-        Err("zipinfo is needed by the tests; install it (Debian: apt-get install unzip)".to_owned())
+    let installed = run(Command::new("sh").args([
+        "-c",
+        "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq unzip",
+    ]));
+    match installed {
+        Ok(()) if on_path("zipinfo") => Ok(()),
+        _ => Err("zipinfo is needed by the tests; install it (Debian: apt-get install unzip)".to_owned()),
     }
 }

@@ -25,6 +25,7 @@
 //! Decoding holds the whole line in memory; the transport bounds the line length.
 //! Request ids are strings or 64-bit signed integers.
 
+pub mod fuzzing;
 pub mod jsonrpc;
 pub mod maljan;
 pub mod mcp;

@@ -37,6 +37,7 @@
 //! spawning anything; call [`Connection::close`] for an orderly shutdown.
 
 mod classifier;
+pub mod fuzzing;
 mod transport;
 
 pub use classifier::{

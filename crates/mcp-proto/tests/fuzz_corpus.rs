@@ -1,0 +1,14 @@
+//! Replays the committed fuzz corpus of the `validator` target on stable Rust.
+
+#[test]
+fn the_validator_corpus_replays_without_a_broken_invariant() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/corpus/validator");
+    let mut replayed = 0;
+    for entry in std::fs::read_dir(dir).expect("the corpus is committed") {
+        let path = entry.expect("a corpus entry").path();
+        let data = std::fs::read(&path).expect("readable");
+        maljan_mcp_proto::fuzzing::decode_and_reencode(&data);
+        replayed += 1;
+    }
+    assert!(replayed >= 10, "only {replayed} corpus entries in {dir}");
+}
