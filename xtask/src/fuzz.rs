@@ -42,7 +42,9 @@ pub(crate) fn run_from_args(args: &[String]) -> Result<(), String> {
         }
     }
     if !nightly_available() {
-        return Err("fuzzing needs a nightly toolchain: rustup toolchain install nightly".to_owned());
+        return Err(
+            "fuzzing needs a nightly toolchain: rustup toolchain install nightly".to_owned(),
+        );
     }
     match target {
         Some(t) => run_target(&t, seconds),
@@ -71,7 +73,15 @@ pub(crate) fn run_target(target: &str, seconds: u64) -> Result<(), String> {
     let time = format!("-max_total_time={seconds}");
     run_command(
         Command::new("cargo")
-            .args(["+nightly", "fuzz", "run", "--sanitizer", "none", target, &corpus])
+            .args([
+                "+nightly",
+                "fuzz",
+                "run",
+                "--sanitizer",
+                "none",
+                target,
+                &corpus,
+            ])
             .args(["--", &time, "-print_final_stats=1"])
             .current_dir(root().join("fuzz")),
     )

@@ -18,8 +18,12 @@ fn main() -> ExitCode {
         Some("ci") => ci(),
         Some("fuzz") => fuzz::run_from_args(&args[1..]),
         Some("bench") => cargo(&["bench", "--workspace"], &[]),
-        Some(other) => Err(format!("unknown task {other:?}; the tasks are: ci, fuzz, bench")),
-        None => Err("name a task: cargo xtask ci | fuzz [TARGET] [--time SECONDS] | bench".to_owned()),
+        Some(other) => Err(format!(
+            "unknown task {other:?}; the tasks are: ci, fuzz, bench"
+        )),
+        None => {
+            Err("name a task: cargo xtask ci | fuzz [TARGET] [--time SECONDS] | bench".to_owned())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -42,7 +46,14 @@ fn ci() -> Result<(), String> {
     ensure_test_programs()?;
     cargo(&["fmt", "--all", "--", "--check"], &[])?;
     cargo(
-        &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"],
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ],
         &[],
     )?;
     cargo(&["test", "--workspace", "--no-fail-fast"], &[])?;
@@ -67,7 +78,10 @@ fn ci() -> Result<(), String> {
 /// Runs `cargo ARGS` with the toolchain running this task, failing with the command named.
 pub(crate) fn cargo(args: &[&str], env: &[(&str, &str)]) -> Result<(), String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    run(Command::new(cargo).args(args).envs(env.iter().copied()).current_dir(root()))
+    run(Command::new(cargo)
+        .args(args)
+        .envs(env.iter().copied())
+        .current_dir(root()))
 }
 
 /// Runs a command, failing with it named.
@@ -85,9 +99,8 @@ pub(crate) fn run(command: &mut Command) -> Result<(), String> {
 }
 
 fn on_path(program: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|path| {
-        std::env::split_paths(&path).any(|dir| dir.join(program).is_file())
-    })
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
 }
 
 /// The reference sidecar's optional-program tool is tested with its program present:
@@ -103,6 +116,8 @@ fn ensure_test_programs() -> Result<(), String> {
     ]));
     match installed {
         Ok(()) if on_path("zipinfo") => Ok(()),
-        _ => Err("zipinfo is needed by the tests; install it (Debian: apt-get install unzip)".to_owned()),
+        _ => Err(
+            "zipinfo is needed by the tests; install it (Debian: apt-get install unzip)".to_owned(),
+        ),
     }
 }

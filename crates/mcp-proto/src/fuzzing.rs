@@ -20,7 +20,10 @@ pub fn decode_and_reencode(data: &[u8]) {
             messages.iter().for_each(check_round_trip);
         }
         DecodedLine::Invalid(invalid) => {
-            assert!(!invalid.reason.to_string().is_empty(), "a refusal without a reason");
+            assert!(
+                !invalid.reason.to_string().is_empty(),
+                "a refusal without a reason"
+            );
         }
         DecodedLine::NotProtocol => {}
     }

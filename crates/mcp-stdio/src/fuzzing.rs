@@ -22,9 +22,7 @@ impl Script {
     /// The first four bytes: flags, the line cap (two bytes), the chunk after which the
     /// setup window closes.
     fn read(data: &[u8]) -> Option<(Script, &[u8])> {
-        let (&[flags, cap_hi, cap_lo, close_at], rest) = data.split_first_chunk::<4>()? else {
-            return None;
-        };
+        let (&[flags, cap_hi, cap_lo, close_at], rest) = data.split_first_chunk::<4>()?;
         let script = Script {
             window_open: flags & 1 != 0,
             close_window_after: (flags & 2 != 0).then_some(usize::from(close_at)),

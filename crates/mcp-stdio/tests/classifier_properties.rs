@@ -16,9 +16,15 @@ enum Line {
 
 fn message() -> impl Strategy<Value = String> {
     prop_oneof![
-        (any::<i64>(), "[ -~]{0,30}").prop_map(|(id, s)| json!({"jsonrpc": "2.0", "id": id, "result": {"s": s}}).to_string()),
-        ("[a-z/]{1,20}", any::<u32>()).prop_map(|(m, n)| json!({"jsonrpc": "2.0", "method": m, "params": {"n": n}}).to_string()),
-        ("[a-z0-9-]{1,12}", any::<i32>()).prop_map(|(id, code)| json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": "m"}}).to_string()),
+        (any::<i64>(), "[ -~]{0,30}").prop_map(|(id, s)| {
+            json!({"jsonrpc": "2.0", "id": id, "result": {"s": s}}).to_string()
+        }),
+        ("[a-z/]{1,20}", any::<u32>()).prop_map(|(m, n)| {
+            json!({"jsonrpc": "2.0", "method": m, "params": {"n": n}}).to_string()
+        }),
+        ("[a-z0-9-]{1,12}", any::<i32>()).prop_map(|(id, code)| {
+            json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": "m"}}).to_string()
+        }),
     ]
 }
 
@@ -55,7 +61,11 @@ fn render(lines: &[Line]) -> Vec<u8> {
 }
 
 /// Feeds `bytes` cut at `cuts`, returns every event (as text) and the counts.
-fn classify(bytes: &[u8], cuts: &[usize], window_open: bool) -> (Vec<String>, Vec<String>, LineCounts) {
+fn classify(
+    bytes: &[u8],
+    cuts: &[usize],
+    window_open: bool,
+) -> (Vec<String>, Vec<String>, LineCounts) {
     let mut classifier = LineClassifier::new(ClassifierConfig::default());
     if !window_open {
         classifier.close_setup_window();

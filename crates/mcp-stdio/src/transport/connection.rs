@@ -148,6 +148,7 @@ fn encode(message: &Message) -> Vec<u8> {
 pub struct Connection {
     shared: Arc<Shared>,
     grace: Duration,
+    max_statements: u64,
     reader: Option<JoinHandle<()>>,
     writer: Option<JoinHandle<()>>,
     stderr_task: Option<JoinHandle<()>>,
@@ -234,6 +235,7 @@ impl Connection {
         Connection {
             shared,
             grace: config.close_grace,
+            max_statements: config.classifier.max_statements,
             reader: Some(reader),
             writer: Some(writer),
             stderr_task,
@@ -360,9 +362,18 @@ impl Connection {
         let counts = self.counts();
         let stderr_tail = self.stderr_tail();
         if counts.stray > 0 || counts.invalid > 0 || counts.oversized > 0 {
+            let unstated = counts.invalid.saturating_sub(self.max_statements);
+            let unstated = if unstated > 0 {
+                format!(
+                    "; {unstated} invalid messages past the first {} were only counted",
+                    self.max_statements
+                )
+            } else {
+                String::new()
+            };
             tracing::warn!(
                 server = %self.shared.server,
-                "stdout held lines that were not protocol messages: {counts}"
+                "stdout held lines that were not protocol messages: {counts}{unstated}"
             );
         }
         CloseReport {
