@@ -1,0 +1,92 @@
+use std::time::{Duration, SystemTime};
+
+use maljan_mcp_proto::maljan::{Outcome, ToolFailure};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One call, as the ledger keeps it.
+///
+/// In JSON, times are RFC 3339 (millisecond precision) and durations whole microseconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LedgerEntry {
+    /// The entry's number in its ledger, from 1.
+    pub seq: u64,
+    /// The call.
+    #[serde(flatten)]
+    pub call: CallRecord,
+}
+
+/// What is known of a call before the ledger numbers it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallRecord {
+    /// The server's configured name.
+    pub server: String,
+    /// The tool.
+    pub tool: String,
+    /// The arguments as the model (or the user) wrote them.
+    pub arguments: Value,
+    /// What was sent instead, when the arguments were rewritten (paths staged, say).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub sent_arguments: Option<Value>,
+    /// The answer's value (null when there was none).
+    pub answer: Value,
+    /// Ok, or failed with code, message and remediation.
+    pub outcome: Outcome,
+    /// When the call was asked for.
+    #[serde(with = "rfc3339")]
+    pub started_at: SystemTime,
+    /// From asking to the end, queueing included.
+    #[serde(rename = "duration_us", with = "micros")]
+    pub duration: Duration,
+    /// Time spent waiting for a slot under the concurrency cap.
+    #[serde(rename = "queued_us", with = "micros")]
+    pub queued: Duration,
+}
+
+impl LedgerEntry {
+    /// The failure, when the call failed.
+    pub fn failure(&self) -> Option<&ToolFailure> {
+        match &self.call.outcome {
+            Outcome::Ok => None,
+            Outcome::Failed(f) => Some(f),
+        }
+    }
+}
+
+/// A present member is `Some`, even when it is `null` (rewritten to null is not "not rewritten").
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
+mod rfc3339 {
+    use std::time::SystemTime;
+
+    use serde::{Deserialize, Deserializer, Serializer, de};
+
+    pub(super) fn serialize<S: Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&humantime::format_rfc3339_millis(*t))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<SystemTime, D::Error> {
+        let text = String::deserialize(d)?;
+        humantime::parse_rfc3339(&text).map_err(de::Error::custom)
+    }
+}
+
+mod micros {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_micros)
+    }
+}

@@ -1,0 +1,192 @@
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use crate::LedgerEntry;
+
+/// A ledger sink could not write or read.
+#[derive(Debug, thiserror::Error)]
+#[error("the ledger file {}: {action} failed: {source}", path.display())]
+pub struct SinkError {
+    /// The file.
+    pub path: PathBuf,
+    /// What was being done.
+    pub action: &'static str,
+    /// The system's error.
+    #[source]
+    pub source: io::Error,
+}
+
+/// Where ledger entries go.
+pub trait LedgerSink: Send + fmt::Debug {
+    /// Writes one entry; a sink that persists must have it stored when this returns.
+    fn write(&mut self, entry: &LedgerEntry) -> Result<(), SinkError>;
+}
+
+/// Keeps entries in memory; clones share them.
+///
+/// ```
+/// use maljan_ledger::MemorySink;
+/// let sink = MemorySink::default();
+/// assert!(sink.entries().is_empty());
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct MemorySink {
+    entries: Arc<Mutex<Vec<LedgerEntry>>>,
+}
+
+impl MemorySink {
+    /// The entries so far.
+    pub fn entries(&self) -> Vec<LedgerEntry> {
+        self.entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+impl LedgerSink for MemorySink {
+    fn write(&mut self, entry: &LedgerEntry) -> Result<(), SinkError> {
+        self.entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(entry.clone());
+        Ok(())
+    }
+}
+
+/// Appends one JSON line per entry to a file, flushed before `write` returns.
+#[derive(Debug)]
+pub struct JsonLinesSink {
+    path: PathBuf,
+    file: File,
+}
+
+impl JsonLinesSink {
+    /// Opens (or creates) the file for appending. A torn last line left by a crash is
+    /// ended with a newline first, so the next entry starts on a line of its own.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, SinkError> {
+        let path = path.as_ref().to_owned();
+        let fail = |action| {
+            let path = path.clone();
+            move |source| SinkError {
+                path,
+                action,
+                source,
+            }
+        };
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(fail("creating its directory"))?;
+        }
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(&path)
+            .map_err(fail("opening"))?;
+        let len = file.metadata().map_err(fail("reading its size"))?.len();
+        if len > 0 {
+            let mut last = [0u8; 1];
+            file.seek(SeekFrom::Start(len - 1))
+                .map_err(fail("reading"))?;
+            file.read_exact(&mut last).map_err(fail("reading"))?;
+            if last[0] != b'\n' {
+                file.write_all(b"\n").map_err(fail("ending a torn line"))?;
+            }
+        }
+        Ok(JsonLinesSink { path, file })
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl LedgerSink for JsonLinesSink {
+    fn write(&mut self, entry: &LedgerEntry) -> Result<(), SinkError> {
+        let mut line = serde_json::to_vec(entry).map_err(|e| SinkError {
+            path: self.path.clone(),
+            action: "encoding an entry",
+            source: io::Error::other(e),
+        })?;
+        line.push(b'\n');
+        let fail = |source| SinkError {
+            path: self.path.clone(),
+            action: "appending",
+            source,
+        };
+        self.file.write_all(&line).map_err(fail)?;
+        self.file.flush().map_err(|source| SinkError {
+            path: self.path.clone(),
+            action: "flushing",
+            source,
+        })
+    }
+}
+
+/// A line of a ledger file that was not read as an entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedLine {
+    /// Its line number, from 1.
+    pub line: usize,
+    /// Why it was skipped.
+    pub reason: String,
+    /// Whether it is the last line, cut short (no newline): what a crash mid-write leaves.
+    pub torn: bool,
+}
+
+/// What a ledger file held.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LedgerFile {
+    /// Every entry read, in file order.
+    pub entries: Vec<LedgerEntry>,
+    /// The lines that were not entries.
+    pub skipped: Vec<SkippedLine>,
+}
+
+/// Reads a JSON Lines ledger. A torn last line is skipped and reported; nothing before it
+/// is lost. Other unreadable lines are skipped and reported too.
+pub fn read_json_lines(path: impl AsRef<Path>) -> Result<LedgerFile, SinkError> {
+    let path = path.as_ref();
+    let file = File::open(path).map_err(|source| SinkError {
+        path: path.to_owned(),
+        action: "opening",
+        source,
+    })?;
+    let mut reader = BufReader::new(file);
+    let mut entries = Vec::new();
+    let mut skipped = Vec::new();
+    let mut raw = Vec::new();
+    let mut number = 0;
+    loop {
+        raw.clear();
+        let n = reader
+            .read_until(b'\n', &mut raw)
+            .map_err(|source| SinkError {
+                path: path.to_owned(),
+                action: "reading",
+                source,
+            })?;
+        if n == 0 {
+            break;
+        }
+        number += 1;
+        let ended = raw.last() == Some(&b'\n');
+        let text = raw.strip_suffix(b"\n").unwrap_or(&raw);
+        if text.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice::<LedgerEntry>(text) {
+            Ok(entry) => entries.push(entry),
+            Err(e) => skipped.push(SkippedLine {
+                line: number,
+                reason: e.to_string(),
+                torn: !ended,
+            }),
+        }
+    }
+    Ok(LedgerFile { entries, skipped })
+}
