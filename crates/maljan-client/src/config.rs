@@ -1,5 +1,8 @@
+use std::sync::Arc;
 use std::time::Duration;
 
+use maljan_breaker::BreakerSettings;
+use maljan_ledger::Ledger;
 use maljan_mcp_proto::mcp::Implementation;
 use maljan_mcp_stdio::{ServerCommand, StdioConfig};
 
@@ -50,6 +53,10 @@ pub struct ClientSettings {
     pub setup_timeout: Duration,
     /// Who the client says it is.
     pub client_info: Implementation,
+    /// The breaker and the concurrency cap of each server (`core.mcp.breaker.*`).
+    pub breaker: BreakerSettings,
+    /// Where every call is recorded; shared by the connections given these settings.
+    pub ledger: Arc<Ledger>,
 }
 
 impl Default for ClientSettings {
@@ -62,6 +69,8 @@ impl Default for ClientSettings {
                 version: env!("CARGO_PKG_VERSION").to_owned(),
                 title: Some("Maljan".to_owned()),
             },
+            breaker: BreakerSettings::default(),
+            ledger: Arc::new(Ledger::new()),
         }
     }
 }

@@ -1,6 +1,7 @@
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
+use maljan_breaker::CallGuard;
 use maljan_mcp_proto::maljan::{
     CapabilityManifest, ErrorCode, ToolAnswer, ToolFailure, is_platform_primitive,
 };
@@ -70,7 +71,8 @@ pub struct ServerSetup {
 pub struct ServerConnection {
     name: String,
     connection: Connection,
-    settings: ClientSettings,
+    pub(crate) settings: ClientSettings,
+    pub(crate) guard: CallGuard,
     state: Mutex<SetupState>,
     setup: OnceLock<ServerSetup>,
 }
@@ -140,6 +142,7 @@ impl ServerConnection {
         ServerConnection {
             name: connection.server().to_owned(),
             connection,
+            guard: CallGuard::new(settings.breaker),
             settings,
             state: Mutex::new(SetupState::Fresh),
             setup: OnceLock::new(),
@@ -380,12 +383,13 @@ impl ServerConnection {
             .map_or(self.settings.default_timeout, Duration::from_secs_f64)
     }
 
-    /// Calls a tool and reads its answer by Maljan's rules. A call that fails (the tool's
-    /// error envelope, a JSON-RPC error, no answer within the wait, a lost connection, an
-    /// invalid answer) is a failed [`ToolAnswer`] with its code, not an `Err`.
-    ///
-    /// `arguments` must be a JSON object (or null for none).
-    pub async fn call(&self, tool: &str, arguments: Value) -> Result<ToolAnswer, ClientError> {
+    /// Checks a call before it is made: the tool exists, the arguments are an object.
+    /// `Ok(Err(answer))` is a call refused with a failed answer (to be ledgered).
+    pub(crate) fn check_call(
+        &self,
+        tool: &str,
+        arguments: &Value,
+    ) -> Result<Result<Map<String, Value>, ToolAnswer>, ClientError> {
         let setup = self.require_setup()?;
         if !setup.tools.iter().any(|t| t.name == tool) {
             return Err(ClientError::UnknownTool {
@@ -394,23 +398,19 @@ impl ServerConnection {
                 known: self.model_tools()?.iter().map(|t| t.name.clone()).collect(),
             });
         }
-        let arguments = match arguments {
-            Value::Object(map) => map,
-            Value::Null => Map::new(),
-            other => {
-                return Ok(ToolAnswer::failed(ToolFailure::new(
-                    ErrorCode::BadArgument,
-                    format!("the arguments must be a JSON object, not {other}"),
-                    Some("pass arguments as key=value pairs or a JSON object".to_owned()),
-                )));
-            }
-        };
-        Ok(self
-            .call_tool(tool, arguments, self.timeout_for(tool))
-            .await)
+        Ok(match arguments {
+            Value::Object(map) => Ok(map.clone()),
+            Value::Null => Ok(Map::new()),
+            other => Err(ToolAnswer::failed(ToolFailure::new(
+                ErrorCode::BadArgument,
+                format!("the arguments must be a JSON object, not {other}"),
+                Some("pass arguments as key=value pairs or a JSON object".to_owned()),
+            ))),
+        })
     }
 
-    async fn call_tool(
+    /// One `tools/call` on the wire, waiting up to `wait`, its answer read by Maljan's rules.
+    pub(crate) async fn call_tool(
         &self,
         tool: &str,
         arguments: Map<String, Value>,

@@ -25,9 +25,12 @@ mod card;
 mod config;
 mod connection;
 mod error;
+mod pipeline;
 
 pub use card::{CardTool, ServerCard, UnavailableTool};
 pub use config::{ClientSettings, ServerConfig, ServerTransport};
 pub use connection::{ServerConnection, ServerSetup};
 pub use error::ClientError;
+pub use maljan_breaker::{BreakerSettings, BreakerState};
+pub use maljan_ledger::Ledger;
 pub use maljan_mcp_stdio::{CloseReport, LineCounts, ServerCommand, StdioConfig};

@@ -6,13 +6,19 @@
 //! - `--glue-setup`: glues its `initialize` answer behind a carriage-return progress bar and
 //!   puts a byte-order mark before its `tools/list` answer.
 //!
+//! Every `tools/call` it receives is logged on stderr as `received tools/call NAME`.
+//!
 //! Tools: `echo` (answers its arguments), `printed` (how many non-protocol lines it printed
 //! before this answer), `not_utf8` (prints invalid UTF-8 and never answers), `never` (never
-//! answers), `cancelled` (the request ids of the `notifications/cancelled` it received), `stderr_flood {bytes}` (writes that much to stderr, then answers), `huge_line
+//! answers), `cancelled` (the request ids of the `notifications/cancelled` it received),
+//! `slow {ms}` (answers after `ms`, on its own thread), `most_in_flight` (the most `slow`
+//! calls it ever had in flight at once), `stderr_flood {bytes}` (writes that much to stderr, then answers), `huge_line
 //! {bytes}` (prints a line that long, then answers), `invalid` (answers with both result and
 //! error), `glued` (answers behind a progress bar).
 
 use std::io::{BufRead, Write};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use maljan_mcp_proto::jsonrpc::{DecodedLine, Message, Request, decode_line};
 use serde_json::{Value, json};
@@ -23,6 +29,10 @@ struct Behaviour {
     printed: u64,
     cancelled: Vec<Value>,
 }
+
+/// Calls of `slow` in flight now, and the most ever.
+static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+static MOST_IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
 
 fn write_raw(bytes: &[u8]) {
     let mut out = std::io::stdout().lock();
@@ -85,6 +95,8 @@ fn handle(b: &mut Behaviour, request: Request) {
                 "not_utf8",
                 "never",
                 "cancelled",
+                "slow",
+                "most_in_flight",
                 "stderr_flood",
                 "huge_line",
                 "invalid",
@@ -98,6 +110,7 @@ fn handle(b: &mut Behaviour, request: Request) {
         "tools/call" => {
             let name = params["name"].as_str().unwrap_or_default().to_owned();
             let args = params["arguments"].clone();
+            eprintln!("received tools/call {name}");
             match name.as_str() {
                 "echo" => b.answer(&id, tool_result(args), ""),
                 "printed" => {
@@ -106,6 +119,22 @@ fn handle(b: &mut Behaviour, request: Request) {
                 }
                 "not_utf8" => write_raw(b"a line with \xff\xfe in it\n"),
                 "never" => {}
+                "slow" => {
+                    let ms = args["ms"].as_u64().unwrap_or(100);
+                    std::thread::spawn(move || {
+                        let now = IN_FLIGHT.fetch_add(1, Ordering::SeqCst) + 1;
+                        MOST_IN_FLIGHT.fetch_max(now, Ordering::SeqCst);
+                        std::thread::sleep(Duration::from_millis(ms));
+                        IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
+                        let line = json!({"jsonrpc": "2.0", "id": id,
+                            "result": tool_result(json!({"slept_ms": ms}))});
+                        write_raw(format!("{line}\n").as_bytes());
+                    });
+                }
+                "most_in_flight" => {
+                    let most = MOST_IN_FLIGHT.load(Ordering::SeqCst);
+                    b.answer(&id, tool_result(json!({"most_in_flight": most})), "");
+                }
                 "cancelled" => {
                     let cancelled = b.cancelled.clone();
                     b.answer(&id, tool_result(json!({"cancelled": cancelled})), "");

@@ -1,0 +1,104 @@
+//! The call pipeline: cap → breaker → call (timeout, cancellation) → answer → ledger.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use maljan_breaker::{Refused, Verdict};
+use maljan_ledger::CallRecord;
+use maljan_mcp_proto::maljan::{ErrorCode, ToolAnswer, ToolFailure};
+use serde_json::Value;
+
+use crate::{ClientError, ServerConnection};
+
+/// Whether the server answered: no answer within the wait, or a connection lost before the
+/// answer, is unanswered; anything else, a tool's error included, is an answer.
+fn verdict(answer: &ToolAnswer) -> Verdict {
+    match answer.failure().map(|f| &f.code) {
+        Some(ErrorCode::Unanswered | ErrorCode::ConnectionLost) => Verdict::Unanswered,
+        _ => Verdict::Answered,
+    }
+}
+
+fn resting(server: &str, refused: Refused, threshold: u32) -> ToolFailure {
+    let message = match refused {
+        Refused::Resting { remaining, .. } => format!(
+            "server {server} is resting for {:.0} s more after {threshold} unanswered calls in \
+             a row; the call was not sent",
+            remaining.as_secs_f64().ceil()
+        ),
+        _ => format!("server {server} is being probed after a rest; the call was not sent"),
+    };
+    ToolFailure::new(
+        ErrorCode::ServerResting,
+        message,
+        Some(format!(
+            "wait for the rest to end, or check the server (maljan probe {server}); the rest \
+             is core.mcp.breaker.rest_s"
+        )),
+    )
+}
+
+impl ServerConnection {
+    /// Calls a tool through the whole pipeline and reads its answer by Maljan's rules.
+    ///
+    /// The call waits for a slot under the concurrency cap (FIFO), is refused at once with
+    /// `server_resting` while the server rests, waits the manifest's `timeout_s` (the
+    /// configured default when null), tells the server with `notifications/cancelled` when
+    /// it gives up, and is recorded in the ledger whatever happened. A failed call (the
+    /// tool's error envelope, a JSON-RPC error, no answer, a lost connection, an invalid
+    /// answer, a resting server) is a failed [`ToolAnswer`] with its code, not an `Err`.
+    ///
+    /// `arguments` must be a JSON object (or null for none).
+    pub async fn call(&self, tool: &str, arguments: Value) -> Result<ToolAnswer, ClientError> {
+        let started_at = SystemTime::now();
+        let start = Instant::now();
+        let checked = self.check_call(tool, &arguments)?;
+        let (answer, queued) = match checked {
+            Err(refused) => (refused, Duration::ZERO),
+            Ok(map) => {
+                let wait = self.timeout_for(tool);
+                let guarded = self
+                    .guard
+                    .run(|| async {
+                        let answer = self.call_tool(tool, map, wait).await;
+                        let verdict = verdict(&answer);
+                        (answer, verdict)
+                    })
+                    .await;
+                match guarded {
+                    Ok(g) => (g.value, g.queued),
+                    Err(refused) => (
+                        ToolAnswer::failed(resting(
+                            self.name(),
+                            refused,
+                            self.settings.breaker.unanswered_threshold,
+                        )),
+                        refused.queued(),
+                    ),
+                }
+            }
+        };
+        let record = CallRecord {
+            server: self.name().to_owned(),
+            tool: tool.to_owned(),
+            arguments,
+            sent_arguments: None,
+            answer: answer.value.clone(),
+            outcome: answer.outcome.clone(),
+            started_at,
+            duration: start.elapsed(),
+            queued,
+        };
+        if let Err(e) = self.settings.ledger.record(record) {
+            tracing::error!(
+                server = self.name(),
+                "the call was made but not ledgered: {e}"
+            );
+        }
+        Ok(answer)
+    }
+
+    /// The breaker's state.
+    pub fn breaker_state(&self) -> maljan_breaker::BreakerState {
+        self.guard.state()
+    }
+}
