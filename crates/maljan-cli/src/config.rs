@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use maljan_client::{ClientSettings, ServerCommand, ServerConfig};
+use maljan_client::{BreakerSettings, ClientSettings, ServerCommand, ServerConfig};
 use serde::Deserialize;
 
 use crate::error::CliError;
@@ -24,6 +24,11 @@ pub(crate) const BUNDLED: &str = "sidecar";
 /// env = { LOG_LEVEL = "info" }
 /// cwd = "/srv/analysis"
 /// max_line_bytes = 33554432
+///
+/// [core.mcp.breaker]
+/// max_concurrent_calls = 4
+/// unanswered_threshold = 3
+/// rest_s = 60
 /// ```
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -32,6 +37,23 @@ struct ConfigFile {
     timeout_s: Option<f64>,
     #[serde(default)]
     servers: BTreeMap<String, ServerEntry>,
+    #[serde(default)]
+    core: CoreSection,
+}
+
+/// `[core.mcp.breaker]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CoreSection {
+    #[serde(default)]
+    mcp: McpSection,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct McpSection {
+    #[serde(default)]
+    breaker: BreakerSettings,
 }
 
 #[derive(Debug, Deserialize)]
@@ -85,6 +107,15 @@ impl Config {
             servers.insert(name, config);
         }
         let mut settings = ClientSettings::default();
+        file.core
+            .mcp
+            .breaker
+            .validate()
+            .map_err(|e| CliError::Config {
+                path: path.map(Path::to_owned).unwrap_or_default(),
+                detail: e.to_string(),
+            })?;
+        settings.breaker = file.core.mcp.breaker;
         if let Some(t) = file.timeout_s {
             settings.default_timeout =
                 Duration::try_from_secs_f64(t).map_err(|_| CliError::Config {
@@ -130,11 +161,15 @@ mod tests {
         let path = dir.path().join("maljan.toml");
         std::fs::write(
             &path,
-            "timeout_s = 5\n[servers.py]\ncommand = \"python3\"\nargs = [\"-m\", \"srv\"]\nenv = { A = \"1\" }\n",
+            "timeout_s = 5\n[servers.py]\ncommand = \"python3\"\nargs = [\"-m\", \"srv\"]\nenv = { A = \"1\" }\n\
+             [core.mcp.breaker]\nmax_concurrent_calls = 2\nrest_s = 10\n",
         )
         .expect("write");
         let config = Config::load(Some(&path)).expect("loads");
         assert_eq!(config.settings.default_timeout, Duration::from_secs(5));
+        assert_eq!(config.settings.breaker.max_concurrent_calls, 2);
+        assert_eq!(config.settings.breaker.rest_s, 10);
+        assert_eq!(config.settings.breaker.unanswered_threshold, 3);
         assert!(config.server(Some("sidecar")).is_ok());
         let py = config.server(Some("py")).expect("py");
         match &py.transport {

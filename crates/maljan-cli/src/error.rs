@@ -17,6 +17,8 @@ pub(crate) enum CliError {
     OwnExecutable(#[source] io::Error),
     #[error(transparent)]
     Client(#[from] ClientError),
+    #[error("{0}; pass --ledger with a writable path")]
+    Ledger(#[source] maljan_ledger::SinkError),
     #[error("the sidecar stopped: {0}")]
     Sidecar(#[source] io::Error),
 }

@@ -3,14 +3,16 @@
 mod arguments;
 mod config;
 mod error;
+mod ledger_file;
 mod render;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use maljan_client::ServerConnection;
+use maljan_client::{Ledger, ServerConnection};
 
 use crate::config::Config;
 use crate::error::CliError;
@@ -74,6 +76,20 @@ enum Command {
         /// Print the server card before the answer.
         #[arg(long)]
         card: bool,
+        /// The JSON Lines file the call is recorded in
+        /// (default: $XDG_STATE_HOME/maljan/ledger.jsonl or ~/.local/state/maljan/ledger.jsonl).
+        #[arg(long, env = "MALJAN_LEDGER", value_name = "PATH")]
+        ledger: Option<PathBuf>,
+    },
+    /// Print a ledger: the failure summary (each distinct failure once, with its count),
+    /// then every call.
+    Ledger {
+        /// The ledger file (default: where `maljan call` records).
+        #[arg(env = "MALJAN_LEDGER")]
+        path: Option<PathBuf>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Serve the bundled reference sidecar over stdio (what "sidecar" runs).
     #[command(hide = true)]
@@ -155,8 +171,12 @@ async fn run(cli: Cli) -> Result<ExitCode, CliError> {
             timeout,
             format,
             card,
+            ledger,
         } => {
             let arguments = arguments::parse(&arguments, json.as_deref())?;
+            let ledger_path = ledger.unwrap_or_else(ledger_file::default_path);
+            config.settings.ledger =
+                Arc::new(Ledger::json_lines(&ledger_path).map_err(CliError::Ledger)?);
             if let Some(t) = timeout {
                 config.settings.default_timeout =
                     Duration::try_from_secs_f64(t).map_err(|_| CliError::BadArgument {
@@ -183,6 +203,33 @@ async fn run(cli: Cli) -> Result<ExitCode, CliError> {
             } else {
                 ExitCode::FAILURE
             })
+        }
+        Command::Ledger { path, json } => {
+            let path = path.unwrap_or_else(ledger_file::default_path);
+            let file = maljan_ledger::read_json_lines(&path).map_err(CliError::Ledger)?;
+            for skipped in &file.skipped {
+                let what = if skipped.torn {
+                    "a torn last line (a write cut short by a crash)"
+                } else {
+                    "a line that is not a ledger entry"
+                };
+                eprintln!(
+                    "{}: line {} skipped, {what}: {}",
+                    path.display(),
+                    skipped.line,
+                    skipped.reason
+                );
+            }
+            if json {
+                print_json(&maljan_ledger::LedgerReport::of(&file.entries));
+            } else {
+                print!(
+                    "{}",
+                    maljan_ledger::render_summary(&maljan_ledger::failure_summary(&file.entries))
+                );
+                print!("{}", maljan_ledger::render_table(&file.entries));
+            }
+            Ok(ExitCode::SUCCESS)
         }
         Command::Sidecar => Ok(ExitCode::SUCCESS),
     }

@@ -4,10 +4,18 @@ use std::process::{Command, Output};
 
 const MALJAN: &str = env!("CARGO_BIN_EXE_maljan");
 
+/// Runs `maljan`, recording calls in a ledger of this test process's own.
 fn maljan(args: &[&str]) -> Output {
+    let ledger =
+        std::env::temp_dir().join(format!("maljan-cli-tests-{}.jsonl", std::process::id()));
+    maljan_with_ledger(args, &ledger)
+}
+
+fn maljan_with_ledger(args: &[&str], ledger: &std::path::Path) -> Output {
     Command::new(MALJAN)
         .args(args)
         .env_remove("MALJAN_CONFIG")
+        .env("MALJAN_LEDGER", ledger)
         .output()
         .expect("maljan runs")
 }
@@ -117,5 +125,55 @@ fn a_configured_server_that_cannot_start_shows_its_stderr() {
     assert!(
         text.contains("missing licence") && text.contains("exit status: 4"),
         "{text}"
+    );
+}
+
+#[test]
+fn calls_are_ledgered_and_the_ledger_lists_each_failure_once() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ledger = dir.path().join("calls.jsonl");
+    let readme = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
+    for args in [
+        ["call", "sidecar", "file_info", "path=/no/such/file"],
+        ["call", "sidecar", "file_info", "path=/no/such/file"],
+        ["call", "sidecar", "file_info", &format!("path={readme}")],
+        ["call", "sidecar", "strings", "path=/no/such/dir/"],
+    ] {
+        maljan_with_ledger(&args, &ledger);
+    }
+    let path = ledger.to_str().expect("utf-8");
+    let output = maljan_with_ledger(&["ledger", path], &ledger);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(
+        text.contains("2× sidecar/file_info: no_such_file: /no/such/file does not exist"),
+        "{text}"
+    );
+    assert!(text.contains("1× sidecar/strings: no_such_file"), "{text}");
+    assert_eq!(
+        text.lines().filter(|l| l.contains(" ok ")).count(),
+        1,
+        "{text}"
+    );
+
+    let output = maljan_with_ledger(&["ledger", path, "--json"], &ledger);
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(report["entries"].as_array().map(Vec::len), Some(4));
+    assert_eq!(report["failures"][0]["count"], 2);
+    assert_eq!(
+        report["entries"][0]["arguments"],
+        serde_json::json!({"path": "/no/such/file"})
+    );
+
+    let mut bytes = std::fs::read(&ledger).expect("read");
+    bytes.extend_from_slice(b"{\"seq\":5,\"ser");
+    std::fs::write(&ledger, bytes).expect("tear");
+    let output = maljan_with_ledger(&["ledger", path, "--json"], &ledger);
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(report["entries"].as_array().map(Vec::len), Some(4));
+    assert!(
+        stderr(&output).contains("line 5 skipped, a torn last line"),
+        "{}",
+        stderr(&output)
     );
 }
