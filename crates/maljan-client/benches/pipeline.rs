@@ -1,0 +1,92 @@
+//! The call pipeline's own cost per call (cap, breaker, timeout, answer reading, ledger)
+//! against a bare request/response on the same in-memory transport.
+
+// criterion_group! generates an undocumented public function.
+#![allow(missing_docs)]
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use maljan_client::{ClientSettings, ServerConnection, StdioConfig};
+use maljan_mcp_proto::jsonrpc::{DecodedLine, Message, decode_line};
+use maljan_mcp_stdio::Connection;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::runtime::Runtime;
+
+/// An in-memory server answering every request at once.
+fn in_memory_connection() -> Connection {
+    let (client, server) = tokio::io::duplex(1 << 16);
+    let (client_read, client_write) = tokio::io::split(client);
+    tokio::spawn(async move {
+        let (read, mut write) = tokio::io::split(server);
+        let mut lines = BufReader::new(read).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let DecodedLine::Message(Message::Request(request)) =
+                decode_line(line.as_bytes(), false)
+            else {
+                continue;
+            };
+            let result = match request.method.as_str() {
+                "initialize" => json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                    "serverInfo": {"name": "bench", "version": "1"}}),
+                "tools/list" => {
+                    json!({"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]})
+                }
+                _ => json!({"content": [{"type": "text", "text": "{\"size\":1234}"}],
+                    "structuredContent": {"size": 1234}}),
+            };
+            let reply = json!({"jsonrpc": "2.0", "id": request.id, "result": result});
+            if write
+                .write_all(format!("{reply}\n").as_bytes())
+                .await
+                .is_err()
+            {
+                break;
+            }
+        }
+    });
+    Connection::over(client_read, client_write, StdioConfig::named("bench"))
+}
+
+fn bench(c: &mut Criterion) {
+    let runtime = Runtime::new().expect("a runtime");
+    let bare = runtime.block_on(async { in_memory_connection() });
+    let server = runtime.block_on(async {
+        let server = ServerConnection::over(in_memory_connection(), ClientSettings::default());
+        server.setup().await.expect("set up");
+        server
+    });
+    let arguments = json!({"path": "/samples/a.bin"});
+    let params = serde_json::value::to_raw_value(&json!({"name": "echo", "arguments": arguments}))
+        .expect("JSON");
+
+    let mut group = c.benchmark_group("call_round_trip");
+    group.bench_function("bare_request_response", |b| {
+        b.iter(|| {
+            runtime.block_on(async {
+                let reply = bare
+                    .send_request("tools/call", Some(params.clone()))
+                    .await
+                    .expect("sent")
+                    .await
+                    .expect("answered");
+                std::hint::black_box(reply);
+            })
+        })
+    });
+    group.bench_function("pipeline_call", |b| {
+        b.iter(|| {
+            runtime.block_on(async {
+                let answer = server
+                    .call("echo", arguments.clone())
+                    .await
+                    .expect("called");
+                assert_eq!(answer.value, json!({"size": 1234}));
+                std::hint::black_box::<Value>(answer.value);
+            })
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
