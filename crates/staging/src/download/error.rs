@@ -1,0 +1,129 @@
+/// Why a download was refused or failed. A refused or failed download leaves no file behind.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DownloadError {
+    /// The server would not serve the file: its own words.
+    #[error("the server did not serve {path}: {words}")]
+    NotServed {
+        /// The file asked for.
+        path: String,
+        /// What the server said.
+        words: String,
+    },
+    /// An answer without `size`.
+    #[error("an answer for {path} at offset {offset} states no size")]
+    MissingSize {
+        /// The file.
+        path: String,
+        /// The offset asked for.
+        offset: u64,
+    },
+    /// A `size` other than the first answer's.
+    #[error("the size of {path} changed from {first} to {now} between answers")]
+    SizeChanged {
+        /// The file.
+        path: String,
+        /// The size first stated.
+        first: u64,
+        /// The size stated now.
+        now: u64,
+    },
+    /// A chunk that would pass the stated size.
+    #[error("a chunk of {len} bytes at offset {offset} of {path} would pass its size {size}")]
+    ChunkPastSize {
+        /// The file.
+        path: String,
+        /// The chunk's offset.
+        offset: u64,
+        /// The chunk's length.
+        len: u64,
+        /// The stated size.
+        size: u64,
+    },
+    /// A chunk longer than asked for.
+    #[error(
+        "a chunk of {len} bytes at offset {offset} of {path} is longer than the {asked} asked for"
+    )]
+    ChunkLongerThanAsked {
+        /// The file.
+        path: String,
+        /// The chunk's offset.
+        offset: u64,
+        /// Its length (or the length its base64 implies).
+        len: u64,
+        /// The length asked for.
+        asked: u64,
+    },
+    /// An empty chunk before the stated size was reached.
+    #[error("an empty chunk at offset {offset} of {path}, before its size {size}")]
+    EmptyChunkBeforeSize {
+        /// The file.
+        path: String,
+        /// The offset.
+        offset: u64,
+        /// The stated size.
+        size: u64,
+    },
+    /// An `offset` other than asked for.
+    #[error("asked for {path} at offset {asked}, the answer is at offset {answered}")]
+    WrongOffset {
+        /// The file.
+        path: String,
+        /// The offset asked for.
+        asked: u64,
+        /// The offset in the answer.
+        answered: u64,
+    },
+    /// An answer without `sha256`.
+    #[error("an answer for {path} states no sha256")]
+    MissingDigest {
+        /// The file.
+        path: String,
+    },
+    /// A `sha256` other than the first answer's.
+    #[error("the sha256 of {path} changed from {first} to {now} between answers")]
+    DigestChanged {
+        /// The file.
+        path: String,
+        /// The digest first stated.
+        first: String,
+        /// The digest stated now.
+        now: String,
+    },
+    /// The bytes' digest is not the one stated.
+    #[error("the bytes of {path} have sha256 {computed}, not the {stated} the server stated")]
+    DigestMismatch {
+        /// The file.
+        path: String,
+        /// The digest stated.
+        stated: String,
+        /// The digest of the bytes received.
+        computed: String,
+    },
+    /// An answer that is not `{size, sha256, offset, content_base64}`.
+    #[error("an answer for {path} is malformed: {detail}")]
+    Malformed {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// The download ended before `size` bytes were read.
+    #[error("the download of {path} ended after {received} of {size} bytes")]
+    Incomplete {
+        /// The file.
+        path: String,
+        /// Bytes received.
+        received: u64,
+        /// The stated size.
+        size: u64,
+    },
+    /// Writing the file locally failed.
+    #[error("writing {path} into the artefact store failed: {detail}")]
+    Local {
+        /// The file.
+        path: String,
+        /// The system's words.
+        detail: String,
+    },
+}

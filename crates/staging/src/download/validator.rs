@@ -1,0 +1,272 @@
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::DownloadError;
+
+/// One `get_file` call to make.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChunkRequest {
+    /// The file, as the server named it.
+    pub path: String,
+    /// Where to start.
+    pub offset: u64,
+    /// How many bytes to ask for.
+    pub length: u64,
+}
+
+impl ChunkRequest {
+    /// The `get_file` arguments.
+    pub fn arguments(&self) -> Value {
+        json!({"path": self.path, "offset": self.offset, "length": self.length})
+    }
+}
+
+/// A download that passed every check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifiedDownload {
+    /// Its size.
+    pub size: u64,
+    /// Its sha256, lowercase hex.
+    pub sha256: String,
+}
+
+/// Checks a `get_file` answer sequence, sans-IO: it says what to ask for next, checks each
+/// answer against every refusal, hashes the bytes, and checks the final digest.
+///
+/// The first answer fixes `size` and `sha256`; later answers must state the same ones, at
+/// the offset asked for, with a chunk no longer than asked, not past `size`, and not empty
+/// before `size`.
+///
+/// ```
+/// use maljan_staging::{ChunkRequest, DownloadValidator};
+/// let mut v = DownloadValidator::new("out/a.txt", 4);
+/// assert_eq!(v.next_request(), Some(ChunkRequest { path: "out/a.txt".into(), offset: 0, length: 4 }));
+/// let sha = "b94d27b9934d3e08a52e52d7da7dabfac484efe37a5380ee9088f7ace2efcde9"; // "hello world"
+/// let bytes = v.handle_answer(&serde_json::json!({
+///     "size": 11, "sha256": sha, "offset": 0, "content_base64": "aGVsbA=="})).unwrap();
+/// assert_eq!(bytes, b"hell");
+/// assert_eq!(v.next_request().unwrap().offset, 4);
+/// ```
+#[derive(Debug, Clone)]
+pub struct DownloadValidator {
+    path: String,
+    chunk_len: u64,
+    next_offset: u64,
+    size: Option<u64>,
+    sha256: Option<String>,
+    hasher: Sha256,
+}
+
+fn number(answer: &Value, key: &str) -> Option<Result<u64, String>> {
+    let v = answer.get(key).filter(|v| !v.is_null())?;
+    Some(
+        v.as_u64()
+            .ok_or_else(|| format!("{key} is {v}, not a non-negative integer")),
+    )
+}
+
+impl DownloadValidator {
+    /// A download of `path`, asking `chunk_len` bytes at a time (at least 1).
+    pub fn new(path: impl Into<String>, chunk_len: u64) -> Self {
+        DownloadValidator {
+            path: path.into(),
+            chunk_len: chunk_len.max(1),
+            next_offset: 0,
+            size: None,
+            sha256: None,
+            hasher: Sha256::new(),
+        }
+    }
+
+    /// The next call to make, or `None` once `size` bytes are in.
+    pub fn next_request(&self) -> Option<ChunkRequest> {
+        if self.size.is_some_and(|size| self.next_offset >= size) {
+            return None;
+        }
+        let length = match self.size {
+            Some(size) => self.chunk_len.min(size - self.next_offset),
+            None => self.chunk_len,
+        };
+        Some(ChunkRequest {
+            path: self.path.clone(),
+            offset: self.next_offset,
+            length,
+        })
+    }
+
+    /// Bytes received so far, and the size once stated.
+    pub fn progress(&self) -> (u64, Option<u64>) {
+        (self.next_offset, self.size)
+    }
+
+    fn malformed(&self, detail: impl Into<String>) -> DownloadError {
+        DownloadError::Malformed {
+            path: self.path.clone(),
+            detail: detail.into(),
+        }
+    }
+
+    /// Checks the answer to [`next_request`](Self::next_request) and returns its bytes,
+    /// hashed and ready to be written.
+    pub fn handle_answer(&mut self, answer: &Value) -> Result<Vec<u8>, DownloadError> {
+        let asked = self
+            .next_request()
+            .ok_or_else(|| self.malformed("an answer after the whole file was read"))?;
+        if !answer.is_object() {
+            return Err(self.malformed(format!("the answer is {answer}, not an object")));
+        }
+        if let Some(error) = answer.get("error") {
+            let words = match error {
+                Value::String(s) => s.clone(),
+                other => other
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .map_or_else(|| other.to_string(), str::to_owned),
+            };
+            return Err(DownloadError::NotServed {
+                path: self.path.clone(),
+                words,
+            });
+        }
+        let size = match number(answer, "size") {
+            None => {
+                return Err(DownloadError::MissingSize {
+                    path: self.path.clone(),
+                    offset: asked.offset,
+                });
+            }
+            Some(n) => n.map_err(|e| self.malformed(e))?,
+        };
+        match self.size {
+            Some(first) if first != size => {
+                return Err(DownloadError::SizeChanged {
+                    path: self.path.clone(),
+                    first,
+                    now: size,
+                });
+            }
+            _ => {}
+        }
+        let sha256 = match answer.get("sha256") {
+            None | Some(Value::Null) => {
+                return Err(DownloadError::MissingDigest {
+                    path: self.path.clone(),
+                });
+            }
+            Some(Value::String(s)) if s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()) => {
+                s.to_ascii_lowercase()
+            }
+            Some(other) => {
+                return Err(self.malformed(format!("sha256 is {other}, not 64 hex digits")));
+            }
+        };
+        match &self.sha256 {
+            Some(first) if *first != sha256 => {
+                return Err(DownloadError::DigestChanged {
+                    path: self.path.clone(),
+                    first: first.clone(),
+                    now: sha256,
+                });
+            }
+            _ => {}
+        }
+        let offset = match number(answer, "offset") {
+            None => return Err(self.malformed("the answer states no offset")),
+            Some(n) => n.map_err(|e| self.malformed(e))?,
+        };
+        if offset != asked.offset {
+            return Err(DownloadError::WrongOffset {
+                path: self.path.clone(),
+                asked: asked.offset,
+                answered: offset,
+            });
+        }
+        let encoded = answer
+            .get("content_base64")
+            .and_then(Value::as_str)
+            .ok_or_else(|| self.malformed("content_base64 is missing or not a string"))?;
+        // Refuse an oversized chunk before decoding it: memory stays O(chunk).
+        let implied = (encoded.len() as u64 / 4) * 3;
+        let asked_length = asked.length;
+        if implied > asked_length + 2 {
+            return Err(self.too_long(offset, implied, asked_length, size));
+        }
+        let bytes = STANDARD
+            .decode(encoded)
+            .map_err(|e| self.malformed(format!("content_base64 is not base64: {e}")))?;
+        let len = bytes.len() as u64;
+        if offset + len > size {
+            return Err(DownloadError::ChunkPastSize {
+                path: self.path.clone(),
+                offset,
+                len,
+                size,
+            });
+        }
+        if len > asked_length {
+            return Err(self.too_long(offset, len, asked_length, size));
+        }
+        if len == 0 && offset < size {
+            return Err(DownloadError::EmptyChunkBeforeSize {
+                path: self.path.clone(),
+                offset,
+                size,
+            });
+        }
+        self.size = Some(size);
+        self.sha256 = Some(sha256);
+        self.hasher.update(&bytes);
+        self.next_offset = offset + len;
+        Ok(bytes)
+    }
+
+    fn too_long(&self, offset: u64, len: u64, asked: u64, size: u64) -> DownloadError {
+        if offset + len > size {
+            DownloadError::ChunkPastSize {
+                path: self.path.clone(),
+                offset,
+                len,
+                size,
+            }
+        } else {
+            DownloadError::ChunkLongerThanAsked {
+                path: self.path.clone(),
+                offset,
+                len,
+                asked,
+            }
+        }
+    }
+
+    /// Checks that the whole file was read and that its digest is the one stated.
+    pub fn finish(self) -> Result<VerifiedDownload, DownloadError> {
+        let (Some(size), Some(stated)) = (self.size, self.sha256) else {
+            return Err(DownloadError::Incomplete {
+                path: self.path,
+                received: self.next_offset,
+                size: 0,
+            });
+        };
+        if self.next_offset < size {
+            return Err(DownloadError::Incomplete {
+                path: self.path,
+                received: self.next_offset,
+                size,
+            });
+        }
+        let computed = format!("{:x}", self.hasher.finalize());
+        if computed != stated {
+            return Err(DownloadError::DigestMismatch {
+                path: self.path,
+                stated,
+                computed,
+            });
+        }
+        Ok(VerifiedDownload {
+            size,
+            sha256: computed,
+        })
+    }
+}
