@@ -7,14 +7,18 @@
 //!   read as (`read_as`).
 //! - `archive_list {path}`: ZIP members, listed by `zipinfo` (Debian's `unzip`); probed at
 //!   start, and reported unavailable with its remediation where the program is missing.
-//! - `capabilities`: the manifest.
+//! - `unpack {path, max_bytes?}`: ZIP members written into the job's directory and named
+//!   in `files`; names that would escape it, and links, are refused and reported.
+//! - `capabilities`, `put_sample`, `put_sample_begin` / `_chunk` / `_finish`, `get_file`:
+//!   the platform primitives (uploads stored into, and files served from, the job's
+//!   directory only).
 //!
 //! It runs as its own binary (`maljan-sidecar`) and inside `maljan` (`maljan sidecar`).
 //!
 //! ```
 //! let server = maljan_sidecar::server();
 //! let names: Vec<&str> = server.manifest().tools.iter().map(|t| t.name.as_str()).collect();
-//! assert_eq!(names, ["file_info", "strings", "archive_list"]);
+//! assert_eq!(names[..4], ["file_info", "strings", "archive_list", "unpack"]);
 //! ```
 
 mod tools;
@@ -30,6 +34,8 @@ pub fn server() -> Server {
         .tool(tools::file_info_spec(), tools::file_info)
         .tool(tools::strings_spec(), tools::strings)
         .tool(tools::archive_list_spec(), tools::archive_list)
+        .tool(tools::unpack_spec(), tools::unpack)
+        .file_transfer()
         .build()
 }
 

@@ -37,16 +37,20 @@
 //! }
 //! ```
 
+mod job;
 mod logging;
 mod probe;
 mod quoting;
 mod server;
 mod stdio_safe;
 mod tool;
+mod transfer;
 
+pub use job::{JOB_DIR_ENV, Job};
 pub use logging::log_to_stderr;
 pub use probe::{Probe, ProbeResult};
 pub use quoting::{Unquoted, unquote};
 pub use server::{CAPABILITIES, Server, ServerBuilder};
 pub use stdio_safe::stdio_safe;
 pub use tool::{Arguments, Dependency, ToolContext, ToolResult, ToolSpec};
+pub use transfer::{MAX_GET_FILE_CHUNK, SAMPLES_DIR};

@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 use tokio::task::{AbortHandle, JoinSet};
 
 use crate::tool::Handler;
-use crate::{Arguments, ProbeResult, ToolContext, ToolResult, ToolSpec};
+use crate::{Arguments, Job, ProbeResult, ToolContext, ToolResult, ToolSpec};
 
 /// The name of the manifest tool every kit server offers.
 pub const CAPABILITIES: &str = "capabilities";
@@ -219,14 +219,31 @@ impl Server {
 
     /// Serves newline-delimited JSON-RPC over any reader and writer until the reader ends,
     /// then waits for calls in flight to answer, and shuts the writer down.
+    ///
+    /// The job is the one `MALJAN_JOB_DIR` names, or a temporary one removed at the end.
     pub async fn serve<R, W>(self, reader: R, writer: W) -> io::Result<()>
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
+        let job = Job::from_env()?;
+        Arc::new(self).serve_job(job, reader, writer).await
+    }
+
+    /// Serves one job over a reader and a writer (see [`Server::serve`]).
+    pub async fn serve_job<R, W>(
+        self: Arc<Self>,
+        job: Arc<Job>,
+        reader: R,
+        writer: W,
+    ) -> io::Result<()>
     where
         R: AsyncRead + Unpin,
         W: AsyncWrite + Unpin,
     {
         let (out_tx, out_rx) = mpsc::channel::<Vec<u8>>(64);
         let (read, write) = tokio::join!(
-            Arc::new(self).read_requests(reader, out_tx),
+            self.read_requests(job, reader, out_tx),
             write_lines(writer, out_rx)
         );
         read.and(write)
@@ -236,6 +253,7 @@ impl Server {
     /// last sender then ends the writer.
     async fn read_requests<R: AsyncRead + Unpin>(
         self: Arc<Self>,
+        job: Arc<Job>,
         mut reader: R,
         out_tx: mpsc::Sender<Vec<u8>>,
     ) -> io::Result<()> {
@@ -256,7 +274,7 @@ impl Server {
                 match event {
                     Event::Message(Message::Request(request)) => {
                         server
-                            .handle_request(request, &out_tx, &in_flight, &mut calls)
+                            .handle_request(request, &job, &out_tx, &in_flight, &mut calls)
                             .await;
                     }
                     Event::Message(Message::Notification(n)) if n.method == methods::CANCELLED => {
@@ -302,6 +320,7 @@ impl Server {
     async fn handle_request(
         self: &Arc<Self>,
         request: Request,
+        job: &Arc<Job>,
         out: &mpsc::Sender<Vec<u8>>,
         in_flight: &Arc<Mutex<HashMap<RequestId, AbortHandle>>>,
         calls: &mut JoinSet<()>,
@@ -358,11 +377,12 @@ impl Server {
                 let out = out.clone();
                 let registry = in_flight.clone();
                 let call_id = id.clone();
+                let job = job.clone();
                 // The registry stays locked until the call is in it, so the call's own
                 // removal below cannot run first.
                 let mut registered = in_flight.lock().unwrap_or_else(|p| p.into_inner());
                 let handle = calls.spawn(async move {
-                    let reply = server.call(call_id.clone(), call).await;
+                    let reply = server.call(call_id.clone(), call, job).await;
                     registry
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
@@ -381,7 +401,7 @@ impl Server {
         let _ = out.send(encode(&reply)).await;
     }
 
-    async fn call(self: Arc<Self>, id: RequestId, call: CallToolParams) -> Message {
+    async fn call(self: Arc<Self>, id: RequestId, call: CallToolParams, job: Arc<Job>) -> Message {
         if call.name == CAPABILITIES {
             return tool_reply(
                 id,
@@ -411,6 +431,7 @@ impl Server {
                 Some(Ok(found)) => Some(found.clone()),
                 _ => None,
             },
+            job,
         };
         let handler = tool.handler.clone();
         let arguments = Arguments::new(call.arguments.unwrap_or_default());

@@ -3,7 +3,7 @@ use std::sync::Arc;
 use maljan_mcp_proto::maljan::{ErrorCode, ToolFailure};
 use serde_json::{Map, Value};
 
-use crate::Probe;
+use crate::{Job, Probe};
 
 /// What a handler returns: the answer, or the failure the kit turns into an error envelope.
 pub type ToolResult = Result<Value, ToolFailure>;
@@ -109,6 +109,8 @@ pub struct ToolContext {
     pub tool: String,
     /// What the dependency's probe found (a program's path, a variable's value).
     pub dependency: Option<String>,
+    /// The job the call belongs to: where the tool writes its files.
+    pub job: Arc<Job>,
 }
 
 /// A tool's arguments, with readers that fail as `bad_argument` naming the argument.

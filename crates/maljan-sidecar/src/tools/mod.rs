@@ -3,10 +3,12 @@
 mod archive_list;
 mod file_info;
 mod strings;
+mod unpack;
 
 pub(crate) use archive_list::{archive_list, archive_list_spec};
 pub(crate) use file_info::{file_info, file_info_spec};
 pub(crate) use strings::{strings, strings_spec};
+pub(crate) use unpack::{unpack, unpack_spec};
 
 use std::fs::File;
 use std::io;

@@ -1,0 +1,286 @@
+//! The platform primitives for moving files: `put_sample` (single and chunked) and
+//! `get_file`. They store only into, and serve only from, the job's directory.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::PathBuf;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use maljan_mcp_proto::maljan::{ErrorCode, ToolFailure};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::job::{Upload, lock};
+use crate::{Arguments, Job, ServerBuilder, ToolContext, ToolResult, ToolSpec};
+
+/// The most bytes one `get_file` answer carries, whatever was asked.
+pub const MAX_GET_FILE_CHUNK: u64 = 16 * 1024 * 1024;
+/// Where uploads are stored, inside the job's directory.
+pub const SAMPLES_DIR: &str = "samples";
+
+fn bad(message: impl Into<String>, remediation: &str) -> ToolFailure {
+    ToolFailure::new(
+        ErrorCode::BadArgument,
+        message,
+        Some(remediation.to_owned()),
+    )
+}
+
+fn failed(message: impl Into<String>) -> ToolFailure {
+    ToolFailure::new(ErrorCode::ToolFailed, message, None)
+}
+
+/// The file name part of a client's name: no directories, no `..`, not empty.
+fn safe_name(name: &str) -> Result<String, ToolFailure> {
+    let base = name.rsplit(['/', '\\']).next().unwrap_or_default();
+    if base.is_empty() || base == "." || base == ".." {
+        return Err(bad(
+            format!("the name {name:?} has no usable file name"),
+            "pass a plain file name such as sample.bin",
+        ));
+    }
+    Ok(base.to_owned())
+}
+
+fn sha_argument(args: &Arguments) -> Result<String, ToolFailure> {
+    let sha = args.string("sha256")?;
+    if sha.len() != 64 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(bad(
+            format!("sha256 {sha:?} is not 64 hex digits"),
+            "pass the file's sha256",
+        ));
+    }
+    Ok(sha.to_ascii_lowercase())
+}
+
+fn samples_dir(job: &Job) -> Result<PathBuf, ToolFailure> {
+    let dir = job.dir().join(SAMPLES_DIR);
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| failed(format!("creating {}: {e}", dir.display())))?;
+    Ok(dir)
+}
+
+fn receipt(path: &std::path::Path, size: u64, sha256: &str) -> Value {
+    json!({"path": path.display().to_string(), "size": size, "sha256": sha256})
+}
+
+fn put_sample(args: &Arguments, ctx: &ToolContext) -> ToolResult {
+    let name = safe_name(args.string("name")?)?;
+    let sha256 = sha_argument(args)?;
+    let bytes = STANDARD
+        .decode(args.string("content_base64")?)
+        .map_err(|e| {
+            bad(
+                format!("content_base64 is not base64: {e}"),
+                "encode the file in standard base64",
+            )
+        })?;
+    let actual = format!("{:x}", Sha256::digest(&bytes));
+    if actual != sha256 {
+        return Err(bad(
+            format!("the bytes have sha256 {actual}, not the {sha256} stated"),
+            "send the file again",
+        ));
+    }
+    let dir = samples_dir(&ctx.job)?;
+    let temp = dir.join(format!(".incoming-{}", ctx.job.next_upload_id()));
+    let path = dir.join(&name);
+    std::fs::write(&temp, &bytes)
+        .and_then(|()| std::fs::rename(&temp, &path))
+        .map_err(|e| failed(format!("storing {name}: {e}")))?;
+    Ok(receipt(&path, bytes.len() as u64, &sha256))
+}
+
+fn put_sample_begin(args: &Arguments, ctx: &ToolContext) -> ToolResult {
+    let name = safe_name(args.string("name")?)?;
+    let sha256 = sha_argument(args)?;
+    let size = args
+        .optional_u64("size")?
+        .ok_or_else(|| bad("the argument size is missing", "pass the file's size"))?;
+    let dir = samples_dir(&ctx.job)?;
+    let id = ctx.job.next_upload_id();
+    let temp = dir.join(format!(".incoming-{id}"));
+    let file =
+        File::create(&temp).map_err(|e| failed(format!("creating {}: {e}", temp.display())))?;
+    lock(&ctx.job.uploads).insert(
+        id,
+        Upload {
+            name,
+            size,
+            sha256,
+            received: 0,
+            hasher: Sha256::new(),
+            temp,
+            file,
+        },
+    );
+    Ok(json!({"upload_id": id}))
+}
+
+fn upload_id(args: &Arguments) -> Result<u64, ToolFailure> {
+    args.optional_u64("upload_id")?.ok_or_else(|| {
+        bad(
+            "the argument upload_id is missing",
+            "pass the upload_id put_sample_begin answered",
+        )
+    })
+}
+
+fn unknown_upload(id: u64) -> ToolFailure {
+    bad(
+        format!("no upload {id} is in progress"),
+        "start again with put_sample_begin",
+    )
+}
+
+fn put_sample_chunk(args: &Arguments, ctx: &ToolContext) -> ToolResult {
+    let id = upload_id(args)?;
+    let offset = args
+        .optional_u64("offset")?
+        .ok_or_else(|| bad("the argument offset is missing", "pass the chunk's offset"))?;
+    let bytes = STANDARD
+        .decode(args.string("content_base64")?)
+        .map_err(|e| {
+            bad(
+                format!("content_base64 is not base64: {e}"),
+                "encode chunks in standard base64",
+            )
+        })?;
+    let mut uploads = lock(&ctx.job.uploads);
+    let upload = uploads.get_mut(&id).ok_or_else(|| unknown_upload(id))?;
+    if offset != upload.received {
+        return Err(bad(
+            format!(
+                "a chunk at offset {offset}, but {} bytes were received",
+                upload.received
+            ),
+            "send chunks in order, each at the offset after the last",
+        ));
+    }
+    if upload.received + bytes.len() as u64 > upload.size {
+        return Err(bad(
+            format!("the chunk would pass the size {} announced", upload.size),
+            "send no more than the size announced",
+        ));
+    }
+    upload
+        .file
+        .write_all(&bytes)
+        .map_err(|e| failed(format!("writing upload {id}: {e}")))?;
+    upload.hasher.update(&bytes);
+    upload.received += bytes.len() as u64;
+    Ok(json!({"received": upload.received}))
+}
+
+fn put_sample_finish(args: &Arguments, ctx: &ToolContext) -> ToolResult {
+    let id = upload_id(args)?;
+    let upload = lock(&ctx.job.uploads)
+        .remove(&id)
+        .ok_or_else(|| unknown_upload(id))?;
+    let Upload {
+        name,
+        size,
+        sha256,
+        received,
+        hasher,
+        temp,
+        file,
+    } = upload;
+    drop(file);
+    let refuse = |message: String| {
+        let _ = std::fs::remove_file(&temp);
+        Err(bad(message, "send the file again"))
+    };
+    if received != size {
+        return refuse(format!("{received} bytes received of the {size} announced"));
+    }
+    let actual = format!("{:x}", hasher.finalize());
+    if actual != sha256 {
+        return refuse(format!(
+            "the bytes have sha256 {actual}, not the {sha256} announced"
+        ));
+    }
+    let path = temp.with_file_name(&name);
+    std::fs::rename(&temp, &path).map_err(|e| failed(format!("storing {name}: {e}")))?;
+    Ok(receipt(&path, size, &sha256))
+}
+
+/// Serves a file of the job. A file it will not serve is answered `{"error": "..."}`.
+fn get_file(args: &Arguments, ctx: &ToolContext) -> ToolResult {
+    let named = args.string("path")?;
+    let offset = args.optional_u64("offset")?.unwrap_or(0);
+    let length = args
+        .optional_u64("length")?
+        .unwrap_or(MAX_GET_FILE_CHUNK)
+        .min(MAX_GET_FILE_CHUNK);
+    let path = match ctx.job.resolve_inside(named) {
+        Ok(p) => p,
+        Err(words) => return Ok(json!({"error": words})),
+    };
+    let (size, sha256) = ctx
+        .job
+        .digest_of(&path)
+        .map_err(|e| failed(format!("reading {named}: {e}")))?;
+    let take = length.min(size.saturating_sub(offset));
+    let mut bytes = vec![0u8; take as usize];
+    let mut file = OpenOptions::new()
+        .read(true)
+        .open(&path)
+        .map_err(|e| failed(format!("opening {named}: {e}")))?;
+    file.seek(SeekFrom::Start(offset))
+        .and_then(|_| file.read_exact(&mut bytes))
+        .map_err(|e| failed(format!("reading {named}: {e}")))?;
+    Ok(json!({"size": size, "sha256": sha256, "offset": offset,
+        "content_base64": STANDARD.encode(&bytes)}))
+}
+
+impl ServerBuilder {
+    /// Offers the file primitives: `put_sample`, `put_sample_begin`, `put_sample_chunk`,
+    /// `put_sample_finish` and `get_file`. Uploads are stored in the job's `samples/`
+    /// directory, checked against their size and digest; `get_file` serves only files inside
+    /// the job's directory.
+    pub fn file_transfer(self) -> Self {
+        let string = |d: &str| json!({"type": "string", "description": d});
+        let integer = |d: &str| json!({"type": "integer", "minimum": 0, "description": d});
+        self.tool(
+            ToolSpec::new("put_sample", "Stores a whole file in this job's directory")
+                .required_string("name", "the file's name")
+                .required_string("content_base64", "the file, base64")
+                .required_string("sha256", "the file's sha256"),
+            put_sample,
+        )
+        .tool(
+            ToolSpec::new(
+                "put_sample_begin",
+                "Starts a chunked upload into this job's directory",
+            )
+            .required_string("name", "the file's name")
+            .required_string("sha256", "the file's sha256")
+            .optional("size", integer("the file's size")),
+            put_sample_begin,
+        )
+        .tool(
+            ToolSpec::new("put_sample_chunk", "Sends the next chunk of an upload")
+                .optional("upload_id", integer("from put_sample_begin"))
+                .optional("offset", integer("where the chunk goes"))
+                .required_string("content_base64", "the chunk, base64"),
+            put_sample_chunk,
+        )
+        .tool(
+            ToolSpec::new("put_sample_finish", "Checks and stores a chunked upload")
+                .optional("upload_id", integer("from put_sample_begin")),
+            put_sample_finish,
+        )
+        .tool(
+            ToolSpec::new(
+                "get_file",
+                "Serves a chunk of a file this server wrote for its job",
+            )
+            .optional("path", string("the file, as a tool named it"))
+            .optional("offset", integer("where to start"))
+            .optional("length", integer("how many bytes")),
+            get_file,
+        )
+    }
+}
