@@ -71,7 +71,7 @@ fn tools_leaves_out_the_platform_primitives() {
         .iter()
         .filter_map(|t| t["name"].as_str())
         .collect();
-    assert_eq!(names, ["file_info", "strings", "archive_list"]);
+    assert_eq!(names, ["file_info", "strings", "archive_list", "unpack"]);
 }
 
 #[test]

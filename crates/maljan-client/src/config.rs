@@ -5,6 +5,9 @@ use maljan_breaker::BreakerSettings;
 use maljan_ledger::Ledger;
 use maljan_mcp_proto::mcp::Implementation;
 use maljan_mcp_stdio::{ServerCommand, StdioConfig};
+use maljan_staging::SampleMount;
+
+use crate::{Job, ProgressReporter};
 
 /// How to reach a server.
 #[derive(Debug, Clone)]
@@ -30,6 +33,9 @@ pub struct ServerConfig {
     pub transport: ServerTransport,
     /// Settings of the stdio transport.
     pub stdio: StdioConfig,
+    /// Where the server sees the job's files, when it shares them: paths are rewritten,
+    /// nothing is uploaded, and files it writes are taken through `get_file`.
+    pub sample_mount: Option<SampleMount>,
 }
 
 impl ServerConfig {
@@ -40,6 +46,7 @@ impl ServerConfig {
             stdio: StdioConfig::named(name.clone()),
             name,
             transport: ServerTransport::Stdio(command),
+            sample_mount: None,
         }
     }
 }
@@ -57,6 +64,10 @@ pub struct ClientSettings {
     pub breaker: BreakerSettings,
     /// Where every call is recorded; shared by the connections given these settings.
     pub ledger: Arc<Ledger>,
+    /// The job the calls belong to: staging and taking files need one.
+    pub job: Option<Arc<Job>>,
+    /// Where transfer progress is shown.
+    pub progress: Option<ProgressReporter>,
 }
 
 impl Default for ClientSettings {
@@ -71,6 +82,8 @@ impl Default for ClientSettings {
             },
             breaker: BreakerSettings::default(),
             ledger: Arc::new(Ledger::new()),
+            job: None,
+            progress: None,
         }
     }
 }

@@ -12,11 +12,13 @@ use maljan_mcp_proto::mcp::{
 use maljan_mcp_stdio::{
     CloseReport, Connection, EndsSetup, LineCounts, PendingRequest, Reply, TransportError,
 };
+use maljan_staging::SampleMount;
 use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::card::ServerCard;
+use crate::transfer::JOB_DIR_ENV;
 use crate::{ClientError, ClientSettings, ServerConfig, ServerTransport};
 
 /// The most `tools/list` pages read in a setup: a server that pages for ever is refused.
@@ -73,6 +75,9 @@ pub struct ServerConnection {
     connection: Connection,
     pub(crate) settings: ClientSettings,
     pub(crate) guard: CallGuard,
+    /// Whether the server is elsewhere (does not share this host's files).
+    pub(crate) remote: bool,
+    pub(crate) sample_mount: Option<SampleMount>,
     state: Mutex<SetupState>,
     setup: OnceLock<ServerSetup>,
 }
@@ -132,9 +137,22 @@ impl ServerConnection {
         settings: ClientSettings,
     ) -> Result<ServerConnection, ClientError> {
         let connection = match &config.transport {
-            ServerTransport::Stdio(command) => Connection::spawn(command, config.stdio.clone())?,
+            ServerTransport::Stdio(command) => {
+                let mut command = command.clone();
+                if let Some(job) = &settings.job {
+                    let dir = job.server_dir(&config.name);
+                    std::fs::create_dir_all(&dir).map_err(|source| ClientError::JobDirectory {
+                        path: dir.clone(),
+                        source,
+                    })?;
+                    command = command.env(JOB_DIR_ENV, dir.display().to_string());
+                }
+                Connection::spawn(&command, config.stdio.clone())?
+            }
         };
-        Ok(Self::over(connection, settings))
+        let mut server = Self::over(connection, settings);
+        server.sample_mount = config.sample_mount.clone();
+        Ok(server)
     }
 
     /// Wraps a transport connection (for example one over in-memory pipes).
@@ -143,10 +161,21 @@ impl ServerConnection {
             name: connection.server().to_owned(),
             connection,
             guard: CallGuard::new(settings.breaker),
+            remote: false,
+            sample_mount: None,
             settings,
             state: Mutex::new(SetupState::Fresh),
             setup: OnceLock::new(),
         }
+    }
+
+    /// Declares the server elsewhere: it does not share this host's files, so path
+    /// arguments inside the job's directory are uploaded to it and the files it names are
+    /// taken through `get_file`. (A connection over pipes to a remote process, say.)
+    pub fn remote(mut self, sample_mount: Option<SampleMount>) -> Self {
+        self.remote = true;
+        self.sample_mount = sample_mount;
+        self
     }
 
     /// The server's configured name.
@@ -277,7 +306,7 @@ impl ServerConnection {
 
         let (manifest, manifest_error) = if tools.iter().any(|t| t.name == CAPABILITIES) {
             let answer = self
-                .call_tool(CAPABILITIES, Map::new(), self.settings.setup_timeout)
+                .send_tool_call(CAPABILITIES, Map::new(), self.settings.setup_timeout)
                 .await;
             match answer.failure() {
                 Some(f) => (None, Some(format!("{}: {}", f.code, f.message))),
@@ -410,7 +439,7 @@ impl ServerConnection {
     }
 
     /// One `tools/call` on the wire, waiting up to `wait`, its answer read by Maljan's rules.
-    pub(crate) async fn call_tool(
+    pub(crate) async fn send_tool_call(
         &self,
         tool: &str,
         arguments: Map<String, Value>,

@@ -33,6 +33,15 @@ pub enum ClientError {
         /// `connected` or `connecting`.
         state: &'static str,
     },
+    /// The job's directory for a server could not be made.
+    #[error("could not create the job directory {}: {source}; check the job directory's permissions", path.display())]
+    JobDirectory {
+        /// The directory.
+        path: std::path::PathBuf,
+        /// The system's error.
+        #[source]
+        source: std::io::Error,
+    },
     /// A call before setup.
     #[error("server {server} is not set up; call setup() first")]
     NotSetUp {

@@ -25,12 +25,17 @@ mod card;
 mod config;
 mod connection;
 mod error;
+mod job;
 mod pipeline;
+mod transfer;
 
 pub use card::{CardTool, ServerCard, UnavailableTool};
 pub use config::{ClientSettings, ServerConfig, ServerTransport};
 pub use connection::{ServerConnection, ServerSetup};
 pub use error::ClientError;
+pub use job::{Job, TakenFile};
 pub use maljan_breaker::{BreakerSettings, BreakerState};
 pub use maljan_ledger::Ledger;
 pub use maljan_mcp_stdio::{CloseReport, LineCounts, ServerCommand, StdioConfig};
+pub use maljan_staging::SampleMount;
+pub use transfer::{ProgressReporter, TransferProgress};

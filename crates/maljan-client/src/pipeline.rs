@@ -9,6 +9,26 @@ use serde_json::Value;
 
 use crate::{ClientError, ServerConnection};
 
+/// Strings longer than this are recorded in the ledger by their length only: file chunks
+/// in base64 would otherwise fill it.
+const LEDGER_STRING_BYTES: usize = 64 * 1024;
+
+/// The value with long strings replaced by a note of their length.
+fn for_ledger(value: &Value) -> Value {
+    match value {
+        Value::String(s) if s.len() > LEDGER_STRING_BYTES => {
+            Value::String(format!("<{} bytes, not recorded>", s.len()))
+        }
+        Value::Array(items) => Value::Array(items.iter().map(for_ledger).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), for_ledger(v)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
 /// Whether the server answered: no answer within the wait, or a connection lost before the
 /// answer, is unanswered; anything else, a tool's error included, is an answer.
 fn verdict(answer: &ToolAnswer) -> Verdict {
@@ -43,15 +63,43 @@ impl ServerConnection {
     /// The call waits for a slot under the concurrency cap (FIFO), is refused at once with
     /// `server_resting` while the server rests, waits the manifest's `timeout_s` (the
     /// configured default when null), tells the server with `notifications/cancelled` when
-    /// it gives up, and is recorded in the ledger whatever happened. A failed call (the
+    /// it gives up, and is recorded in the ledger whatever happened (strings over 64 KiB,
+    /// such as file chunks, recorded by their length only). A failed call (the
     /// tool's error envelope, a JSON-RPC error, no answer, a lost connection, an invalid
     /// answer, a resting server) is a failed [`ToolAnswer`] with its code, not an `Err`.
     ///
     /// `arguments` must be a JSON object (or null for none).
     pub async fn call(&self, tool: &str, arguments: Value) -> Result<ToolAnswer, ClientError> {
+        let sent = match &arguments {
+            Value::Object(_) if self.setup_info().is_some() => {
+                let sent = self.stage_arguments(&arguments).await;
+                (sent != arguments).then_some(sent)
+            }
+            _ => None,
+        };
+        self.call_prepared(tool, arguments, sent).await
+    }
+
+    /// A call without staging: how the transfer primitives themselves are called.
+    pub(crate) async fn call_unstaged(
+        &self,
+        tool: &str,
+        arguments: Value,
+    ) -> Result<ToolAnswer, ClientError> {
+        self.call_prepared(tool, arguments, None).await
+    }
+
+    /// Cap → breaker → call → answer → ledger, with `sent` going out in place of the
+    /// arguments as written when staging rewrote them.
+    async fn call_prepared(
+        &self,
+        tool: &str,
+        arguments: Value,
+        sent: Option<Value>,
+    ) -> Result<ToolAnswer, ClientError> {
         let started_at = SystemTime::now();
         let start = Instant::now();
-        let checked = self.check_call(tool, &arguments)?;
+        let checked = self.check_call(tool, sent.as_ref().unwrap_or(&arguments))?;
         let (answer, queued) = match checked {
             Err(refused) => (refused, Duration::ZERO),
             Ok(map) => {
@@ -59,7 +107,7 @@ impl ServerConnection {
                 let guarded = self
                     .guard
                     .run(|| async {
-                        let answer = self.call_tool(tool, map, wait).await;
+                        let answer = self.send_tool_call(tool, map, wait).await;
                         let verdict = verdict(&answer);
                         (answer, verdict)
                     })
@@ -80,9 +128,9 @@ impl ServerConnection {
         let record = CallRecord {
             server: self.name().to_owned(),
             tool: tool.to_owned(),
-            arguments,
-            sent_arguments: None,
-            answer: answer.value.clone(),
+            arguments: for_ledger(&arguments),
+            sent_arguments: sent.as_ref().map(for_ledger),
+            answer: for_ledger(&answer.value),
             outcome: answer.outcome.clone(),
             started_at,
             duration: start.elapsed(),

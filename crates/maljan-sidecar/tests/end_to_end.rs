@@ -33,8 +33,18 @@ async fn setup_card_and_file_info_give_the_true_size_and_digest() {
     let server = connect(ServerCommand::new(SIDECAR)).await;
     let card = server.card().expect("set up");
     let tools: Vec<&str> = card.tools.iter().map(|t| t.name.as_str()).collect();
-    assert_eq!(tools, ["file_info", "strings", "archive_list"]);
-    assert_eq!(card.primitives, ["capabilities"]);
+    assert_eq!(tools, ["file_info", "strings", "archive_list", "unpack"]);
+    assert_eq!(
+        card.primitives,
+        [
+            "capabilities",
+            "put_sample",
+            "put_sample_begin",
+            "put_sample_chunk",
+            "put_sample_finish",
+            "get_file"
+        ]
+    );
     assert!(card.manifest.is_some());
     assert_eq!(card.stdout.stray, 0);
 

@@ -1,0 +1,136 @@
+use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+use maljan_staging::{ArtefactStore, Degradation, Disclosure};
+use serde::Serialize;
+
+/// A file a tool named in its answer, and whether the client took it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum TakenFile {
+    /// It is in the artefact store.
+    Taken {
+        /// The server that wrote it.
+        server: String,
+        /// The path the tool named.
+        path: String,
+        /// Its digest, also its name in the store.
+        sha256: String,
+        /// Its size.
+        size: u64,
+    },
+    /// It was not taken: the server's words, or the client's reason.
+    NotTaken {
+        /// The server that named it.
+        server: String,
+        /// The path the tool named.
+        path: String,
+        /// Why not.
+        words: String,
+    },
+}
+
+/// One job: its directory, its artefact store, and what its calls moved between servers.
+///
+/// Layout: `DIR/artefacts/` (the store), `DIR/servers/NAME/` (each local server's own
+/// staging directory, given to it as `MALJAN_JOB_DIR`), and whatever else the job puts in
+/// `DIR` (the sample, say). Only files inside `DIR` are ever staged to a server.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let job = maljan_client::Job::create(dir.path()).unwrap();
+/// assert!(job.server_dir("sidecar").starts_with(job.dir()));
+/// assert!(job.disclosures().is_empty());
+/// ```
+#[derive(Debug)]
+pub struct Job {
+    dir: PathBuf,
+    store: ArtefactStore,
+    sample: Mutex<Option<PathBuf>>,
+    pub(crate) disclosures: Mutex<Vec<Disclosure>>,
+    pub(crate) degradations: Mutex<Vec<Degradation>>,
+    pub(crate) taken: Mutex<Vec<TakenFile>>,
+    /// (server, canonical local path) → the path the server stored it at.
+    pub(crate) staged: Mutex<HashMap<(String, PathBuf), String>>,
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Job {
+    /// A job in `dir` (created if missing).
+    pub fn create(dir: impl AsRef<Path>) -> io::Result<Job> {
+        std::fs::create_dir_all(dir.as_ref())?;
+        let dir = dir.as_ref().canonicalize()?;
+        Ok(Job {
+            store: ArtefactStore::open(dir.join("artefacts"))?,
+            dir,
+            sample: Mutex::default(),
+            disclosures: Mutex::default(),
+            degradations: Mutex::default(),
+            taken: Mutex::default(),
+            staged: Mutex::default(),
+        })
+    }
+
+    /// The job's directory (canonical).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The job's artefact store.
+    pub fn store(&self) -> &ArtefactStore {
+        &self.store
+    }
+
+    /// The staging directory of a local server: its job directory.
+    pub fn server_dir(&self, server: &str) -> PathBuf {
+        let safe: String = server
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        self.dir.join("servers").join(safe)
+    }
+
+    /// Copies a file into the job's directory as its sample and returns the copy's path.
+    pub fn add_sample(&self, source: &Path) -> io::Result<PathBuf> {
+        let name = source.file_name().ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidInput, "the sample has no file name")
+        })?;
+        let dir = self.dir.join("sample");
+        std::fs::create_dir_all(&dir)?;
+        let copy = dir.join(name);
+        std::fs::copy(source, &copy)?;
+        *lock(&self.sample) = Some(copy.clone());
+        Ok(copy)
+    }
+
+    /// The sample, once added.
+    pub fn sample(&self) -> Option<PathBuf> {
+        lock(&self.sample).clone()
+    }
+
+    /// Every upload so far: the run's disclosure block.
+    pub fn disclosures(&self) -> Vec<Disclosure> {
+        lock(&self.disclosures).clone()
+    }
+
+    /// What was done with less, and why.
+    pub fn degradations(&self) -> Vec<Degradation> {
+        lock(&self.degradations).clone()
+    }
+
+    /// The files tools named, taken or not.
+    pub fn taken(&self) -> Vec<TakenFile> {
+        lock(&self.taken).clone()
+    }
+}
