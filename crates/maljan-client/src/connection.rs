@@ -454,7 +454,7 @@ impl ServerConnection {
             .await;
         match reply {
             Ok(Reply::Result(raw)) => match serde_json::from_str::<CallToolResult>(raw.get()) {
-                Ok(result) => ToolAnswer::read(&result),
+                Ok(result) => ToolAnswer::from_result(result),
                 Err(e) => ToolAnswer::failed(ToolFailure::new(
                     ErrorCode::InvalidAnswer,
                     format!(

@@ -22,6 +22,9 @@ use tokio::task::{AbortHandle, JoinSet};
 use crate::tool::Handler;
 use crate::{Arguments, Job, ProbeResult, ToolContext, ToolResult, ToolSpec};
 
+/// Structured answers larger than this are not repeated in full as text.
+const TEXT_COPY_MAX_BYTES: usize = 1024 * 1024;
+
 /// The name of the manifest tool every kit server offers.
 pub const CAPABILITIES: &str = "capabilities";
 
@@ -461,11 +464,21 @@ fn tool_reply(id: RequestId, result: ToolResult, tool: &str) -> Message {
         Ok(value) => (value, None),
         Err(failure) => (failure.to_envelope(tool), Some(true)),
     };
+    let text = value.to_string();
+    let structured = value.is_object();
+    // The JSON is repeated as text for clients that read only text, except when large (a
+    // file chunk): then the text says where it is, and the answer is not twice its size.
+    let text = if structured && text.len() > TEXT_COPY_MAX_BYTES {
+        format!(
+            "{{\"structuredContent\": \"{} bytes of JSON\"}}",
+            text.len()
+        )
+    } else {
+        text
+    };
     let result = CallToolResult {
-        content: vec![ContentBlock::Text {
-            text: value.to_string(),
-        }],
-        structured_content: value.is_object().then_some(value),
+        content: vec![ContentBlock::Text { text }],
+        structured_content: structured.then_some(value),
         is_error,
     };
     Message::Response(Response {

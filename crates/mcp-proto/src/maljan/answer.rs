@@ -122,11 +122,24 @@ pub struct ToolAnswer {
 impl ToolAnswer {
     /// Reads a `tools/call` result.
     pub fn read(result: &CallToolResult) -> ToolAnswer {
-        let value = answer_value(result);
+        Self::from_value(answer_value(result), result.is_error())
+    }
+
+    /// Reads a `tools/call` result it owns, moving `structuredContent` rather than copying it.
+    pub fn from_result(mut result: CallToolResult) -> ToolAnswer {
+        let is_error = result.is_error();
+        let value = match result.structured_content.take() {
+            Some(structured) => structured,
+            None => answer_value(&result),
+        };
+        Self::from_value(value, is_error)
+    }
+
+    fn from_value(value: Value, is_error: bool) -> ToolAnswer {
         let envelope = value.as_object().and_then(|m| m.get("error"));
         let outcome = match envelope {
             Some(error) => Outcome::Failed(ToolFailure::from_error_member(error)),
-            None if result.is_error() => Outcome::Failed(ToolFailure::new(
+            None if is_error => Outcome::Failed(ToolFailure::new(
                 ErrorCode::ToolFailed,
                 match &value {
                     Value::String(s) => s.clone(),
