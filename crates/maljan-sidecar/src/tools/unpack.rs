@@ -115,6 +115,13 @@ pub(crate) fn unpack(args: &Arguments, ctx: &ToolContext) -> ToolResult {
                 .push(json!({"name": name, "reason": "a symbolic link; links are not unpacked"}));
             continue;
         }
+        if name.starts_with(['/', '\\'])
+            || name.get(1..3) == Some(":\\")
+            || name.get(1..3) == Some(":/")
+        {
+            refused.push(json!({"name": name, "reason": "an absolute name; members are unpacked only under the output directory"}));
+            continue;
+        }
         let Some(relative) = member.enclosed_name() else {
             refused.push(
                 json!({"name": name, "reason": "the name would escape the output directory"}),

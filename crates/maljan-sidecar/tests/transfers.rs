@@ -1,0 +1,306 @@
+//! Moving files between the client and the reference sidecar when the sidecar counts as
+//! elsewhere: a real sidecar process reached over pipes, declared remote, with a job
+//! directory of its own.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
+use maljan_client::{
+    ClientSettings, Job, Ledger, ProgressReporter, ServerConnection, StdioConfig, TakenFile,
+};
+use maljan_ledger::MemorySink;
+use maljan_mcp_proto::maljan::{Outcome, ToolAnswer};
+use maljan_mcp_stdio::Connection;
+use maljan_staging::{Disclosed, DisclosureOutcome, UploadMode};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+const SIDECAR: &str = env!("CARGO_BIN_EXE_maljan-sidecar");
+
+struct Remote {
+    server: ServerConnection,
+    server_dir: tempfile::TempDir,
+    _child: tokio::process::Child,
+}
+
+/// A real sidecar process over pipes, declared remote, with its own job directory.
+async fn remote_sidecar(settings: ClientSettings) -> Remote {
+    let server_dir = tempfile::tempdir().expect("temp dir");
+    let mut child = tokio::process::Command::new(SIDECAR)
+        .env("MALJAN_JOB_DIR", server_dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the sidecar starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let stdin = child.stdin.take().expect("stdin");
+    let connection = Connection::over(stdout, stdin, StdioConfig::named("remote"));
+    let server = ServerConnection::over(connection, settings).remote(None);
+    server.setup().await.expect("sets up");
+    Remote {
+        server,
+        server_dir,
+        _child: child,
+    }
+}
+
+fn settings(job: &Arc<Job>, memory: &MemorySink) -> ClientSettings {
+    ClientSettings {
+        job: Some(job.clone()),
+        ledger: Arc::new(Ledger::from(memory.clone())),
+        ..ClientSettings::default()
+    }
+}
+
+fn sha(bytes: &[u8]) -> String {
+    format!("{:x}", Sha256::digest(bytes))
+}
+
+fn zip_with(members: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut writer = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    for (name, bytes) in members {
+        writer
+            .start_file(*name, zip::write::SimpleFileOptions::default())
+            .expect("member");
+        writer.write_all(bytes).expect("write");
+    }
+    writer.finish().expect("finish").into_inner()
+}
+
+fn tools_called(memory: &MemorySink) -> Vec<String> {
+    memory
+        .entries()
+        .iter()
+        .map(|e| e.call.tool.clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_staged_sample_is_unpacked_remotely_and_its_members_taken_through_get_file() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let job = Arc::new(Job::create(dir.path().join("job")).expect("job"));
+    let memory = MemorySink::default();
+    let remote = remote_sidecar(settings(&job, &memory)).await;
+    let archive = dir.path().join("sample.zip");
+    std::fs::write(
+        &archive,
+        zip_with(&[
+            ("readme.txt", b"hello"),
+            ("bin/payload.exe", b"MZ\x90\x00"),
+            ("../evil.txt", b"escape"),
+            ("/abs.txt", b"absolute"),
+        ]),
+    )
+    .expect("write");
+    let sample = job.add_sample(&archive).expect("sample");
+    let written = json!({"path": sample.display().to_string()});
+
+    let answer = remote
+        .server
+        .call("unpack", written.clone())
+        .await
+        .expect("call");
+    assert!(answer.is_ok(), "{answer:?}");
+    assert_eq!(answer.value["count"], 2);
+    let refused: Vec<&str> = answer.value["refused"]
+        .as_array()
+        .expect("refused")
+        .iter()
+        .filter_map(|r| r["name"].as_str())
+        .collect();
+    assert_eq!(refused, ["../evil.txt", "/abs.txt"]);
+
+    let disclosures = job.disclosures();
+    assert_eq!(disclosures.len(), 1);
+    assert_eq!(disclosures[0].what, Disclosed::Sample);
+    assert_eq!(disclosures[0].mode, UploadMode::Chunked);
+    assert_eq!(
+        disclosures[0].sha256,
+        sha(&std::fs::read(&sample).expect("read"))
+    );
+    let DisclosureOutcome::Sent { remote_path } = &disclosures[0].outcome else {
+        panic!("{:?}", disclosures[0]);
+    };
+    assert!(
+        Path::new(remote_path).starts_with(remote.server_dir.path().canonicalize().expect("dir"))
+    );
+
+    let entries = memory.entries();
+    let unpack = entries
+        .iter()
+        .find(|e| e.call.tool == "unpack")
+        .expect("ledgered");
+    assert_eq!(unpack.call.arguments, written, "as written");
+    assert_eq!(
+        unpack.call.sent_arguments,
+        Some(json!({"path": remote_path})),
+        "as sent"
+    );
+
+    let taken = remote
+        .server
+        .take_files("unpack", &answer, Some("unpack-sample"))
+        .await;
+    let digests: Vec<String> = taken
+        .iter()
+        .map(|t| match t {
+            TakenFile::Taken { sha256, .. } => sha256.clone(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(digests, [sha(b"hello"), sha(b"MZ\x90\x00")]);
+    let index = job.store().index().expect("index");
+    assert_eq!(index.len(), 2);
+    assert_eq!(index[0].origin.step.as_deref(), Some("unpack-sample"));
+    assert_eq!(
+        std::fs::read(&index[1].path).expect("stored"),
+        b"MZ\x90\x00"
+    );
+
+    // The same file goes to the same server once per job.
+    remote.server.call("unpack", written).await.expect("call");
+    assert_eq!(job.disclosures().len(), 1);
+    assert_eq!(
+        tools_called(&memory)
+            .iter()
+            .filter(|t| *t == "put_sample_finish")
+            .count(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn get_file_refusals_are_recorded_as_not_taken_with_the_servers_words() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let job = Arc::new(Job::create(dir.path().join("job")).expect("job"));
+    let remote = remote_sidecar(settings(&job, &MemorySink::default())).await;
+    let link = remote.server_dir.path().join("link");
+    std::os::unix::fs::symlink("/etc/hostname", &link).expect("symlink");
+    let answer = ToolAnswer {
+        value: json!({"files": [{"path": "../x"}, {"path": "/etc/passwd"}, {"path": link.display().to_string()}]}),
+        outcome: Outcome::Ok,
+    };
+    let taken = remote.server.take_files("some_tool", &answer, None).await;
+    let words: Vec<String> = taken
+        .iter()
+        .map(|t| match t {
+            TakenFile::NotTaken { words, .. } => words.clone(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert!(words[0].contains("\"..\""), "{}", words[0]);
+    assert!(
+        words[1].contains("outside this job's directory"),
+        "{}",
+        words[1]
+    );
+    assert!(
+        words[2].contains("leads out of this job's directory"),
+        "{}",
+        words[2]
+    );
+    assert_eq!(job.taken(), taken);
+    assert!(
+        job.store().index().expect("index").is_empty(),
+        "nothing left behind"
+    );
+}
+
+#[tokio::test]
+async fn a_file_changed_during_its_upload_is_not_finished_and_the_call_keeps_the_local_path() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let job = Arc::new(Job::create(dir.path().join("job")).expect("job"));
+    let sample = job.dir().join("changing.bin");
+    std::fs::write(&sample, vec![1u8; 9 * 1024 * 1024]).expect("write");
+    let memory = MemorySink::default();
+    let changed = Arc::new(Mutex::new(false));
+    let (path, flag) = (sample.clone(), changed.clone());
+    let mut settings = settings(&job, &memory);
+    // After the first chunk is sent, the file changes under the upload.
+    settings.progress = Some(ProgressReporter::new(move |p| {
+        let mut changed = flag.lock().expect("lock");
+        if p.direction == "upload" && !*changed {
+            let mut bytes = std::fs::read(&path).expect("read");
+            let last = bytes.len() - 1;
+            bytes[last] = 2;
+            std::fs::write(&path, bytes).expect("rewrite");
+            *changed = true;
+        }
+    }));
+    let remote = remote_sidecar(settings).await;
+    let written = json!({"path": sample.display().to_string()});
+    let answer = remote
+        .server
+        .call("file_info", written.clone())
+        .await
+        .expect("call");
+    assert!(*changed.lock().expect("lock"));
+
+    let tools = tools_called(&memory);
+    assert_eq!(
+        tools,
+        [
+            "put_sample_begin",
+            "put_sample_chunk",
+            "put_sample_chunk",
+            "put_sample_chunk",
+            "file_info"
+        ]
+    );
+    let call = memory.entries().pop().expect("the tool call");
+    assert_eq!(call.call.arguments, written);
+    assert_eq!(
+        call.call.sent_arguments, None,
+        "it went out with the local path"
+    );
+    assert!(answer.is_ok(), "{answer:?}");
+
+    let degradations = job.degradations();
+    assert_eq!(degradations.len(), 1);
+    assert!(
+        degradations[0].reason.contains("changed while it was sent"),
+        "{}",
+        degradations[0].reason
+    );
+    assert!(degradations[0].reason.contains("local path"));
+    assert!(matches!(
+        job.disclosures()[0].outcome,
+        DisclosureOutcome::Failed { .. }
+    ));
+}
+
+#[tokio::test]
+async fn a_path_outside_the_job_directory_is_never_read_or_uploaded() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let job = Arc::new(Job::create(dir.path().join("job")).expect("job"));
+    let memory = MemorySink::default();
+    let remote = remote_sidecar(settings(&job, &memory)).await;
+    let inside_link: PathBuf = job.dir().join("passwd-link");
+    std::os::unix::fs::symlink("/etc/passwd", &inside_link).expect("symlink");
+    for path in [
+        "/etc/passwd".to_owned(),
+        inside_link.display().to_string(),
+        format!("{}/../../etc/passwd", job.dir().display()),
+    ] {
+        remote
+            .server
+            .call("file_info", json!({"path": path}))
+            .await
+            .expect("call");
+    }
+    assert_eq!(
+        tools_called(&memory),
+        ["file_info", "file_info", "file_info"]
+    );
+    assert!(
+        memory
+            .entries()
+            .iter()
+            .all(|e| e.call.sent_arguments.is_none())
+    );
+    assert!(job.disclosures().is_empty());
+}
