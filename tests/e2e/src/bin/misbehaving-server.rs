@@ -3,6 +3,7 @@
 //! Flags:
 //! - `--banners N`: prints N banner lines on stdout before anything else.
 //! - `--chatty`: prints a log line and a JSON log record on stdout before every answer.
+//! - `--put-sample`: also offers `put_sample` (and none of the chunked upload tools).
 //! - `--glue-setup`: glues its `initialize` answer behind a carriage-return progress bar and
 //!   puts a byte-order mark before its `tools/list` answer.
 //!
@@ -25,6 +26,7 @@ use serde_json::{Value, json};
 
 struct Behaviour {
     chatty: bool,
+    put_sample: bool,
     glue_setup: bool,
     printed: u64,
     cancelled: Vec<Value>,
@@ -102,7 +104,13 @@ fn handle(b: &mut Behaviour, request: Request) {
                 "invalid",
                 "glued",
             ];
-            let result = json!({"tools": names.iter().map(|n| tool(n)).collect::<Vec<_>>()});
+            let extra = if b.put_sample {
+                &["put_sample"][..]
+            } else {
+                &[]
+            };
+            let result =
+                json!({"tools": names.iter().chain(extra).map(|n| tool(n)).collect::<Vec<_>>()});
             let prefix = if b.glue_setup { "\u{FEFF}" } else { "" };
             b.answer(&id, result, prefix);
         }
@@ -119,6 +127,18 @@ fn handle(b: &mut Behaviour, request: Request) {
                 }
                 "not_utf8" => write_raw(b"a line with \xff\xfe in it\n"),
                 "never" => {}
+                "put_sample" if b.put_sample => {
+                    use base64::Engine;
+                    use sha2::Digest;
+                    let content = args["content_base64"].as_str().unwrap_or_default();
+                    let bytes = base64::engine::general_purpose::STANDARD
+                        .decode(content)
+                        .unwrap_or_default();
+                    let sha = format!("{:x}", sha2::Sha256::digest(&bytes));
+                    let name = args["name"].as_str().unwrap_or("sample");
+                    let receipt = json!({"path": format!("/uploads/{name}"), "size": bytes.len(), "sha256": sha});
+                    b.answer(&id, tool_result(receipt), "");
+                }
                 "slow" => {
                     let ms = args["ms"].as_u64().unwrap_or(100);
                     std::thread::spawn(move || {
@@ -190,6 +210,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut behaviour = Behaviour {
         chatty: args.iter().any(|a| a == "--chatty"),
+        put_sample: args.iter().any(|a| a == "--put-sample"),
         glue_setup: args.iter().any(|a| a == "--glue-setup"),
         printed: 0,
         cancelled: Vec::new(),
