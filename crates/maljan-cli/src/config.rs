@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use maljan_client::{BreakerSettings, ClientSettings, ServerCommand, ServerConfig};
+use maljan_client::{BreakerSettings, ClientSettings, SampleMount, ServerCommand, ServerConfig};
 use serde::Deserialize;
 
 use crate::error::CliError;
@@ -24,6 +24,7 @@ pub(crate) const BUNDLED: &str = "sidecar";
 /// env = { LOG_LEVEL = "info" }
 /// cwd = "/srv/analysis"
 /// max_line_bytes = 33554432
+/// sample_mount = { local = "/var/maljan/jobs", remote = "/jobs" }
 ///
 /// [core.mcp.breaker]
 /// max_concurrent_calls = 4
@@ -66,6 +67,7 @@ struct ServerEntry {
     env: BTreeMap<String, String>,
     cwd: Option<PathBuf>,
     max_line_bytes: Option<usize>,
+    sample_mount: Option<SampleMount>,
 }
 
 /// The servers and client settings in force.
@@ -104,6 +106,7 @@ impl Config {
             if let Some(max) = entry.max_line_bytes {
                 config.stdio.classifier.max_line_bytes = max;
             }
+            config.sample_mount = entry.sample_mount;
             servers.insert(name, config);
         }
         let mut settings = ClientSettings::default();

@@ -19,6 +19,12 @@ pub(crate) enum CliError {
     Client(#[from] ClientError),
     #[error("{0}; pass --ledger with a writable path")]
     Ledger(#[source] maljan_ledger::SinkError),
+    #[error("the job directory {} cannot be used: {source}; pass --job with a writable directory", path.display())]
+    Job {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
     #[error("the sidecar stopped: {0}")]
     Sidecar(#[source] io::Error),
 }

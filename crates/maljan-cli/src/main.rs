@@ -1,18 +1,18 @@
 //! `maljan`: probe MCP servers, list their tools and call them.
 
 mod arguments;
+mod call;
 mod config;
 mod error;
 mod ledger_file;
+mod progress;
 mod render;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use maljan_client::{Ledger, ServerConnection};
+use maljan_client::ServerConnection;
 
 use crate::config::Config;
 use crate::error::CliError;
@@ -80,6 +80,16 @@ enum Command {
         /// (default: $XDG_STATE_HOME/maljan/ledger.jsonl or ~/.local/state/maljan/ledger.jsonl).
         #[arg(long, env = "MALJAN_LEDGER", value_name = "PATH")]
         ledger: Option<PathBuf>,
+        /// Copy FILE into the job's directory as the sample and pass that copy wherever an
+        /// argument names FILE; a server elsewhere gets it uploaded (the transport decides).
+        #[arg(long, value_name = "FILE")]
+        stage: Option<PathBuf>,
+        /// The job's directory (default with --stage or --take: a new one beside the ledger).
+        #[arg(long, value_name = "DIR")]
+        job: Option<PathBuf>,
+        /// Take the files the tool names in its answer into the job's artefact store.
+        #[arg(long)]
+        take: bool,
     },
     /// Print a ledger: the failure summary (each distinct failure once, with its count),
     /// then every call.
@@ -139,7 +149,7 @@ async fn run(cli: Cli) -> Result<ExitCode, CliError> {
             .map_err(CliError::Sidecar)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let mut config = Config::load(cli.config.as_deref())?;
+    let config = Config::load(cli.config.as_deref())?;
     match cli.command {
         Command::Probe { server, json } => {
             let connection = connect(&config, server.as_deref()).await?;
@@ -172,37 +182,24 @@ async fn run(cli: Cli) -> Result<ExitCode, CliError> {
             format,
             card,
             ledger,
+            stage,
+            job,
+            take,
         } => {
-            let arguments = arguments::parse(&arguments, json.as_deref())?;
-            let ledger_path = ledger.unwrap_or_else(ledger_file::default_path);
-            config.settings.ledger =
-                Arc::new(Ledger::json_lines(&ledger_path).map_err(CliError::Ledger)?);
-            if let Some(t) = timeout {
-                config.settings.default_timeout =
-                    Duration::try_from_secs_f64(t).map_err(|_| CliError::BadArgument {
-                        argument: t.to_string(),
-                        detail: "--timeout takes a positive number of seconds".to_owned(),
-                    })?;
-            }
-            let connection = connect(&config, Some(&server)).await?;
-            if card {
-                match format {
-                    Format::Json => print_json(&connection.card()?),
-                    Format::Text => println!("{}", render::card(&connection.card()?)),
-                }
-            }
-            let answer = connection.call(&tool, arguments).await;
-            connection.close().await;
-            let answer = answer?;
-            match format {
-                Format::Json => print_json(&answer),
-                Format::Text => print!("{}", render::answer(&answer)),
-            }
-            Ok(if answer.is_ok() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            })
+            let options = call::CallOptions {
+                server,
+                tool,
+                arguments,
+                json,
+                timeout,
+                format,
+                card,
+                ledger,
+                stage,
+                job,
+                take,
+            };
+            call::run(config, options).await
         }
         Command::Ledger { path, json } => {
             let path = path.unwrap_or_else(ledger_file::default_path);

@@ -2,9 +2,10 @@
 
 use std::fmt::Write;
 
-use maljan_client::ServerCard;
+use maljan_client::{Job, ServerCard, TakenFile};
 use maljan_mcp_proto::maljan::{Outcome, ToolAnswer};
 use maljan_mcp_proto::mcp::Tool;
+use maljan_staging::{Disclosed, DisclosureOutcome, UploadMode};
 
 pub(crate) fn card(card: &ServerCard) -> String {
     let mut out = String::new();
@@ -68,4 +69,57 @@ pub(crate) fn answer(answer: &ToolAnswer) -> String {
             out
         }
     }
+}
+
+/// The disclosure block, the degradations and the files taken.
+pub(crate) fn job(job: &Job, taken: &[TakenFile]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "job: {}", job.dir().display());
+    let disclosures = job.disclosures();
+    if disclosures.is_empty() {
+        let _ = writeln!(out, "disclosure: no file was sent to a server");
+    } else {
+        let _ = writeln!(out, "disclosure (files sent to servers):");
+        for d in &disclosures {
+            let what = match &d.what {
+                Disclosed::Sample => "the sample".to_owned(),
+                Disclosed::ToolOutput { step, tool } => match step {
+                    Some(step) => format!("a file {tool} wrote (step {step})"),
+                    None => format!("a file {tool} wrote"),
+                },
+                Disclosed::Capture => "a capture".to_owned(),
+                Disclosed::Report => "a report".to_owned(),
+                Disclosed::JobFile => "a job file".to_owned(),
+            };
+            let mode = match d.mode {
+                UploadMode::Chunked => "chunked",
+                UploadMode::Single => "single",
+            };
+            let outcome = match &d.outcome {
+                DisclosureOutcome::Sent { remote_path } => format!("sent as {remote_path}"),
+                DisclosureOutcome::Failed { reason } => format!("failed: {reason}"),
+            };
+            let _ = writeln!(
+                out,
+                "  {}: {what} {}, {} bytes, sha256 {}, {mode}, {outcome}, {} ms",
+                d.server, d.name, d.size, d.sha256, d.duration_ms
+            );
+        }
+    }
+    for d in job.degradations() {
+        let _ = writeln!(out, "degraded: {}: {}: {}", d.server, d.subject, d.reason);
+    }
+    for t in taken {
+        match t {
+            TakenFile::Taken {
+                path, sha256, size, ..
+            } => {
+                let _ = writeln!(out, "taken: {path} ({size} bytes, sha256 {sha256})");
+            }
+            TakenFile::NotTaken { path, words, .. } => {
+                let _ = writeln!(out, "not taken: {path}: {words}");
+            }
+        }
+    }
+    out
 }

@@ -177,3 +177,71 @@ fn calls_are_ledgered_and_the_ledger_lists_each_failure_once() {
         stderr(&output)
     );
 }
+
+#[test]
+fn a_staged_sample_goes_to_a_local_server_as_a_path_not_an_upload() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let sample = dir.path().join("notes.txt");
+    std::fs::write(&sample, "the needle is here").expect("write");
+    let job = dir.path().join("job");
+    let sample_arg = format!("path={}", sample.display());
+    let output = maljan(&[
+        "call",
+        "sidecar",
+        "file_info",
+        &sample_arg,
+        "--stage",
+        sample.to_str().expect("utf-8"),
+        "--job",
+        job.to_str().expect("utf-8"),
+        "--format",
+        "json",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let staged = job
+        .join("sample/notes.txt")
+        .canonicalize()
+        .expect("the sample copy");
+    assert_eq!(
+        report["answer"]["value"]["path"],
+        staged.display().to_string()
+    );
+    assert_eq!(
+        report["disclosures"],
+        serde_json::json!([]),
+        "a local server is never uploaded to"
+    );
+
+    let output = maljan(&[
+        "call",
+        "sidecar",
+        "file_info",
+        "path=/x",
+        "--stage",
+        "/etc/hostname",
+        "--job",
+        job.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "the staged file must be an argument"
+    );
+    assert!(stderr(&output).contains("path=FILE"), "{}", stderr(&output));
+    let output = maljan(&[
+        "call",
+        "sidecar",
+        "file_info",
+        "path=/x",
+        "--stage",
+        "/no/such/sample",
+        "--job",
+        job.to_str().expect("utf-8"),
+    ]);
+    assert!(
+        stderr(&output).contains("cannot be used"),
+        "{}",
+        stderr(&output)
+    );
+}

@@ -2,7 +2,7 @@
 //! and taking the files a tool named into the job's artefact store after it.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -155,8 +155,8 @@ impl ServerConnection {
         Value::Object(sent)
     }
 
-    async fn stage_file(&self, job: &Job, local: &PathBuf) -> Result<String, String> {
-        let key = (self.name().to_owned(), local.clone());
+    async fn stage_file(&self, job: &Job, local: &Path) -> Result<String, String> {
+        let key = (self.name().to_owned(), local.to_owned());
         if let Some(remote) = lock(&job.staged).get(&key) {
             return Ok(remote.clone());
         }

@@ -126,10 +126,11 @@ impl Job {
         use sha2::Digest;
         let meta = std::fs::metadata(path)?;
         let modified = meta.modified()?;
-        if let Some((m, size, sha)) = lock(&self.digests).get(path) {
-            if *m == modified && *size == meta.len() {
-                return Ok((*size, sha.clone()));
-            }
+        if let Some((m, size, sha)) = lock(&self.digests).get(path)
+            && *m == modified
+            && *size == meta.len()
+        {
+            return Ok((*size, sha.clone()));
         }
         let mut hasher = Sha256::new();
         let mut file = File::open(path)?;

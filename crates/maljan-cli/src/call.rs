@@ -1,0 +1,132 @@
+//! `maljan call`: one call through the whole pipeline, with staging when asked.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use maljan_client::{Job, Ledger};
+use serde_json::{Value, json};
+
+use crate::config::Config;
+use crate::error::CliError;
+use crate::{Format, arguments, connect, ledger_file, print_json, progress, render};
+
+/// The `call` subcommand's options.
+#[derive(Debug)]
+pub(crate) struct CallOptions {
+    pub(crate) server: String,
+    pub(crate) tool: String,
+    pub(crate) arguments: Vec<String>,
+    pub(crate) json: Option<String>,
+    pub(crate) timeout: Option<f64>,
+    pub(crate) format: Format,
+    pub(crate) card: bool,
+    pub(crate) ledger: Option<PathBuf>,
+    pub(crate) stage: Option<PathBuf>,
+    pub(crate) job: Option<PathBuf>,
+    pub(crate) take: bool,
+}
+
+fn new_job_dir() -> PathBuf {
+    let stamp = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    ledger_file::default_path()
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_owned)
+        .join("jobs")
+        .join(format!("job-{stamp}-{}", std::process::id()))
+}
+
+/// Replaces argument values naming `file` by `sample`; how many were replaced.
+fn point_at_sample(arguments: &mut Value, file: &Path, sample: &Path) -> usize {
+    let Value::Object(map) = arguments else {
+        return 0;
+    };
+    let canonical = file.canonicalize().ok();
+    let mut replaced = 0;
+    for value in map.values_mut() {
+        let Value::String(s) = value else { continue };
+        let named = Path::new(s.as_str());
+        if named == file || named.canonicalize().ok() == canonical {
+            *value = Value::String(sample.display().to_string());
+            replaced += 1;
+        }
+    }
+    replaced
+}
+
+pub(crate) async fn run(mut config: Config, options: CallOptions) -> Result<ExitCode, CliError> {
+    let mut arguments = arguments::parse(&options.arguments, options.json.as_deref())?;
+    let ledger_path = options.ledger.unwrap_or_else(ledger_file::default_path);
+    config.settings.ledger = Arc::new(Ledger::json_lines(&ledger_path).map_err(CliError::Ledger)?);
+    if let Some(t) = options.timeout {
+        config.settings.default_timeout =
+            Duration::try_from_secs_f64(t).map_err(|_| CliError::BadArgument {
+                argument: t.to_string(),
+                detail: "--timeout takes a positive number of seconds".to_owned(),
+            })?;
+    }
+    let job = if options.stage.is_some() || options.job.is_some() || options.take {
+        let dir = options.job.unwrap_or_else(new_job_dir);
+        let job = Job::create(&dir).map_err(|e| CliError::Job {
+            path: dir,
+            source: e,
+        })?;
+        Some(Arc::new(job))
+    } else {
+        None
+    };
+    if let (Some(job), Some(file)) = (&job, &options.stage) {
+        let sample = job.add_sample(file).map_err(|e| CliError::Job {
+            path: file.clone(),
+            source: e,
+        })?;
+        if point_at_sample(&mut arguments, file, &sample) == 0 {
+            return Err(CliError::BadArgument {
+                argument: file.display().to_string(),
+                detail: "--stage FILE must also be passed as an argument, e.g. path=FILE"
+                    .to_owned(),
+            });
+        }
+    }
+    config.settings.job = job.clone();
+    config.settings.progress = progress::terminal_reporter();
+
+    let connection = connect(&config, Some(&options.server)).await?;
+    if options.card {
+        match options.format {
+            Format::Json => print_json(&connection.card()?),
+            Format::Text => println!("{}", render::card(&connection.card()?)),
+        }
+    }
+    let answer = connection.call(&options.tool, arguments).await;
+    let taken = match &answer {
+        Ok(answer) if options.take => connection.take_files(&options.tool, answer, None).await,
+        _ => Vec::new(),
+    };
+    connection.close().await;
+    let answer = answer?;
+    match (options.format, &job) {
+        (Format::Json, None) => print_json(&answer),
+        (Format::Json, Some(job)) => print_json(&json!({
+            "answer": answer,
+            "job": job.dir(),
+            "disclosures": job.disclosures(),
+            "degradations": job.degradations(),
+            "taken": taken,
+        })),
+        (Format::Text, _) => {
+            print!("{}", render::answer(&answer));
+            if let Some(job) = &job {
+                print!("{}", render::job(job, &taken));
+            }
+        }
+    }
+    Ok(if answer.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
