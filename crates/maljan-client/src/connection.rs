@@ -417,7 +417,7 @@ impl ServerConnection {
     pub(crate) fn check_call(
         &self,
         tool: &str,
-        arguments: &Value,
+        arguments: Value,
     ) -> Result<Result<Map<String, Value>, ToolAnswer>, ClientError> {
         let setup = self.require_setup()?;
         if !setup.tools.iter().any(|t| t.name == tool) {
@@ -428,7 +428,7 @@ impl ServerConnection {
             });
         }
         Ok(match arguments {
-            Value::Object(map) => Ok(map.clone()),
+            Value::Object(map) => Ok(map),
             Value::Null => Ok(Map::new()),
             other => Err(ToolAnswer::failed(ToolFailure::new(
                 ErrorCode::BadArgument,

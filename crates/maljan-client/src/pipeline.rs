@@ -99,7 +99,10 @@ impl ServerConnection {
     ) -> Result<ToolAnswer, ClientError> {
         let started_at = SystemTime::now();
         let start = Instant::now();
-        let checked = self.check_call(tool, sent.as_ref().unwrap_or(&arguments))?;
+        // What the ledger keeps is taken first; the arguments then move into the call.
+        let written = for_ledger(&arguments);
+        let sent_for_ledger = sent.as_ref().map(for_ledger);
+        let checked = self.check_call(tool, sent.unwrap_or(arguments))?;
         let (answer, queued) = match checked {
             Err(refused) => (refused, Duration::ZERO),
             Ok(map) => {
@@ -128,8 +131,8 @@ impl ServerConnection {
         let record = CallRecord {
             server: self.name().to_owned(),
             tool: tool.to_owned(),
-            arguments: for_ledger(&arguments),
-            sent_arguments: sent.as_ref().map(for_ledger),
+            arguments: written,
+            sent_arguments: sent_for_ledger,
             answer: for_ledger(&answer.value),
             outcome: answer.outcome.clone(),
             started_at,

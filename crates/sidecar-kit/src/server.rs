@@ -156,9 +156,7 @@ fn raw<T: Serialize>(value: &T) -> Box<RawValue> {
 }
 
 fn encode(message: &Message) -> Vec<u8> {
-    let mut line = message.to_json().into_bytes();
-    line.push(b'\n');
-    line
+    message.to_line()
 }
 
 fn error_reply(id: RequestId, code: i64, message: String) -> Message {
@@ -390,7 +388,7 @@ impl Server {
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
                         .remove(&call_id);
-                    let _ = out.send(encode(&reply)).await;
+                    let _ = out.send(reply).await;
                 });
                 registered.insert(id, handle);
                 return;
@@ -404,7 +402,7 @@ impl Server {
         let _ = out.send(encode(&reply)).await;
     }
 
-    async fn call(self: Arc<Self>, id: RequestId, call: CallToolParams, job: Arc<Job>) -> Message {
+    async fn call(self: Arc<Self>, id: RequestId, call: CallToolParams, job: Arc<Job>) -> Vec<u8> {
         if call.name == CAPABILITIES {
             return tool_reply(
                 id,
@@ -413,11 +411,11 @@ impl Server {
             );
         }
         let Some(index) = self.tools.iter().position(|t| t.spec.name == call.name) else {
-            return error_reply(
+            return encode(&error_reply(
                 id,
                 error_codes::INVALID_PARAMS,
                 format!("unknown tool {:?}; tools/list names the tools", call.name),
-            );
+            ));
         };
         let tool = &self.tools[index];
         if let (Some(Err(reason)), Some(dep)) = (&tool.dependency, &tool.spec.dependency) {
@@ -459,32 +457,55 @@ impl Server {
     }
 }
 
-fn tool_reply(id: RequestId, result: ToolResult, tool: &str) -> Message {
+/// Whether any string in the value is longer than `limit` bytes.
+fn holds_large_string(value: &Value, limit: usize) -> bool {
+    match value {
+        Value::String(s) => s.len() > limit,
+        Value::Array(items) => items.iter().any(|v| holds_large_string(v, limit)),
+        Value::Object(map) => map.values().any(|v| holds_large_string(v, limit)),
+        _ => false,
+    }
+}
+
+/// A response line serialized in one pass, its result not first turned into raw JSON.
+#[derive(Serialize)]
+struct ResponseLine<'a, T: Serialize> {
+    jsonrpc: &'static str,
+    id: &'a RequestId,
+    result: &'a T,
+}
+
+fn response_line<T: Serialize>(id: &RequestId, result: &T) -> Vec<u8> {
+    let mut line = serde_json::to_vec(&ResponseLine {
+        jsonrpc: "2.0",
+        id,
+        result,
+    })
+    .unwrap_or_default();
+    line.push(b'\n');
+    line
+}
+
+fn tool_reply(id: RequestId, result: ToolResult, tool: &str) -> Vec<u8> {
     let (value, is_error) = match result {
         Ok(value) => (value, None),
         Err(failure) => (failure.to_envelope(tool), Some(true)),
     };
-    let text = value.to_string();
     let structured = value.is_object();
-    // The JSON is repeated as text for clients that read only text, except when large (a
-    // file chunk): then the text says where it is, and the answer is not twice its size.
-    let text = if structured && text.len() > TEXT_COPY_MAX_BYTES {
-        format!(
-            "{{\"structuredContent\": \"{} bytes of JSON\"}}",
-            text.len()
-        )
+    // The JSON is repeated as text for clients that read only text, except when it holds
+    // a large string (a file chunk): then the text says where it is, and the answer is not
+    // twice its size.
+    let text = if structured && holds_large_string(&value, TEXT_COPY_MAX_BYTES) {
+        "{\"structuredContent\": \"too large to repeat as text\"}".to_owned()
     } else {
-        text
+        value.to_string()
     };
     let result = CallToolResult {
         content: vec![ContentBlock::Text { text }],
         structured_content: structured.then_some(value),
         is_error,
     };
-    Message::Response(Response {
-        id,
-        result: raw(&result),
-    })
+    response_line(&id, &result)
 }
 
 async fn write_lines<W: AsyncWrite + Unpin>(

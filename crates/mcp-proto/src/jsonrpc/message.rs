@@ -111,6 +111,32 @@ impl Message {
         }
     }
 
+    /// The message as one line of JSON ending in a newline, written in one pass into a
+    /// buffer sized for it (a multi-megabyte `params` is copied once).
+    ///
+    /// ```
+    /// use maljan_mcp_proto::jsonrpc::{Message, Notification};
+    /// let m = Message::Notification(Notification { method: "n".into(), params: None });
+    /// assert_eq!(m.to_line(), b"{\"jsonrpc\":\"2.0\",\"method\":\"n\"}\n");
+    /// ```
+    pub fn to_line(&self) -> Vec<u8> {
+        let raw = match self {
+            Message::Request(r) => r.params.as_ref().map_or(0, |p| p.get().len()) + r.method.len(),
+            Message::Notification(n) => {
+                n.params.as_ref().map_or(0, |p| p.get().len()) + n.method.len()
+            }
+            Message::Response(r) => r.result.get().len(),
+            Message::Error(e) => {
+                e.error.message.len() + e.error.data.as_ref().map_or(0, |d| d.get().len())
+            }
+        };
+        let mut line = Vec::with_capacity(raw + 128);
+        // Writing our own types into a Vec cannot fail: every key is a string.
+        let _ = serde_json::to_writer(&mut line, self);
+        line.push(b'\n');
+        line
+    }
+
     /// The message as one line of JSON, without a newline.
     pub fn to_json(&self) -> String {
         // Serializing our own types into a String cannot fail: every key is a string.

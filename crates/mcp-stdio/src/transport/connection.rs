@@ -104,9 +104,7 @@ impl Shared {
 }
 
 fn encode(message: &Message) -> Vec<u8> {
-    let mut line = message.to_json().into_bytes();
-    line.push(b'\n');
-    line
+    message.to_line()
 }
 
 /// A connection to an MCP server over newline-delimited JSON-RPC: a child process's

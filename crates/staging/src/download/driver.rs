@@ -1,4 +1,4 @@
-use tokio::io::AsyncWriteExt;
+use std::io::Write;
 
 use super::{DownloadError, DownloadValidator};
 use crate::{ArtefactStore, Origin, StoredArtefact, ToolCaller};
@@ -24,8 +24,7 @@ pub async fn download<C: ToolCaller>(
         path: path.to_owned(),
         detail: e.to_string(),
     };
-    let (incoming, file) = store.incoming().map_err(local)?;
-    let mut file = tokio::fs::File::from_std(file);
+    let (incoming, mut file) = store.incoming().map_err(local)?;
     let mut validator = DownloadValidator::new(path, chunk_len);
     while let Some(request) = validator.next_request() {
         let answer = caller
@@ -36,12 +35,23 @@ pub async fn download<C: ToolCaller>(
                 words: failure.message,
             })?;
         let bytes = validator.handle_answer(&answer)?;
-        file.write_all(&bytes).await.map_err(local)?;
+        drop(answer);
+        // The chunk and the file move to a blocking thread and back: no copy.
+        let (returned, written) = tokio::task::spawn_blocking(move || {
+            let written = file.write_all(&bytes);
+            (file, written)
+        })
+        .await
+        .map_err(|e| local(std::io::Error::other(e)))?;
+        file = returned;
+        written.map_err(local)?;
         let (received, size) = validator.progress();
         progress(received, size);
     }
-    file.sync_all().await.map_err(local)?;
-    drop(file);
+    let file = tokio::task::spawn_blocking(move || file.sync_all())
+        .await
+        .map_err(|e| local(std::io::Error::other(e)))?;
+    file.map_err(local)?;
     let verified = validator.finish()?;
     let name = path.rsplit('/').next().unwrap_or(path);
     store

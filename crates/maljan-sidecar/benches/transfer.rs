@@ -1,0 +1,143 @@
+//! 256 MiB up to and back from the reference sidecar over stdio, next to the single-core
+//! limit measured in the same run: sha256 plus base64 decoding of the same bytes.
+
+// criterion_group! generates an undocumented public function.
+#![allow(missing_docs)]
+
+use std::io::Write;
+use std::sync::Arc;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use maljan_client::{ClientSettings, Job, ServerCommand, ServerConfig, ServerConnection};
+use maljan_staging::{CHUNK_BYTES, Origin, UploadMode, download, upload};
+use sha2::{Digest, Sha256};
+use tokio::runtime::Runtime;
+
+const SIDECAR: &str = env!("CARGO_BIN_EXE_maljan-sidecar");
+const SIZE: usize = 256 * 1024 * 1024;
+
+fn vm_hwm_mib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kib| kib / 1024)
+}
+
+fn bench(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let job = Arc::new(Job::create(dir.path().join("job")).expect("job"));
+    let sample = job.dir().join("big.bin");
+    {
+        let mut file = std::io::BufWriter::new(std::fs::File::create(&sample).expect("create"));
+        let mut block = vec![0u8; 1 << 20];
+        for i in 0..SIZE / block.len() {
+            for (j, b) in block.iter_mut().enumerate() {
+                *b = ((i * 31 + j * 7) ^ (j >> 9)) as u8;
+            }
+            file.write_all(&block).expect("write");
+        }
+    }
+    // The same bytes, base64 in 4 MiB chunks, for the single-core limit.
+    let bytes = std::fs::read(&sample).expect("read");
+    let encoded: Vec<String> = bytes
+        .chunks(CHUNK_BYTES as usize)
+        .map(|c| STANDARD.encode(c))
+        .collect();
+    drop(bytes);
+
+    let runtime = Runtime::new().expect("runtime");
+    let server = runtime.block_on(async {
+        let settings = ClientSettings {
+            job: Some(job.clone()),
+            ..ClientSettings::default()
+        };
+        ServerConnection::connect(
+            &ServerConfig::stdio("sidecar", ServerCommand::new(SIDECAR)),
+            settings,
+        )
+        .await
+        .expect("sets up")
+    });
+    let remote_path = runtime.block_on(async {
+        upload(
+            &server,
+            &sample,
+            "big.bin",
+            UploadMode::Chunked,
+            CHUNK_BYTES as usize,
+            |_, _| {},
+        )
+        .await
+        .expect("uploaded")
+        .remote_path
+    });
+    let hwm_before = vm_hwm_mib();
+
+    let mut group = c.benchmark_group("transfer_256_mib");
+    group.throughput(Throughput::Bytes(SIZE as u64));
+    group.sample_size(10);
+    group.bench_function("single_core_limit_sha256_and_base64_decode", |b| {
+        b.iter(|| {
+            let mut hasher = Sha256::new();
+            for chunk in &encoded {
+                let decoded = STANDARD.decode(chunk).expect("base64");
+                hasher.update(&decoded);
+            }
+            std::hint::black_box(hasher.finalize());
+        })
+    });
+    group.bench_function("upload_chunked_over_stdio", |b| {
+        b.iter(|| {
+            runtime.block_on(async {
+                upload(
+                    &server,
+                    &sample,
+                    "big.bin",
+                    UploadMode::Chunked,
+                    CHUNK_BYTES as usize,
+                    |_, _| {},
+                )
+                .await
+                .expect("uploaded")
+            })
+        })
+    });
+    group.bench_function("download_over_stdio", |b| {
+        b.iter(|| {
+            runtime.block_on(async {
+                let origin = Origin {
+                    step: None,
+                    server: "sidecar".into(),
+                    tool: "get_file".into(),
+                };
+                download(
+                    &server,
+                    &remote_path,
+                    job.store(),
+                    origin,
+                    CHUNK_BYTES,
+                    |_, _| {},
+                )
+                .await
+                .expect("downloaded")
+            })
+        })
+    });
+    group.finish();
+    eprintln!(
+        "client peak resident memory: {} MiB ({} MiB before the measured transfers; the bench holds \
+         the base64 copy of the file for the single-core limit)",
+        vm_hwm_mib(),
+        hwm_before
+    );
+    runtime.block_on(server.close());
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
