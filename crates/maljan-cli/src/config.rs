@@ -18,6 +18,11 @@ pub(crate) const BUNDLED: &str = "sidecar";
 /// default_server = "analysis"
 /// timeout_s = 60
 ///
+/// [servers.remote]
+/// url = "https://analysis.example/mcp"
+/// headers = { X-Team = "triage" }
+/// bearer_token_env = "ANALYSIS_TOKEN"
+///
 /// [servers.analysis]
 /// command = "python3"
 /// args = ["-m", "analysis_server"]
@@ -60,7 +65,11 @@ struct McpSection {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ServerEntry {
-    command: String,
+    command: Option<String>,
+    url: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    bearer_token_env: Option<String>,
     #[serde(default)]
     args: Vec<String>,
     #[serde(default)]
@@ -98,11 +107,31 @@ impl Config {
         let mut servers = BTreeMap::new();
         servers.insert(BUNDLED.to_owned(), bundled_sidecar()?);
         for (name, entry) in file.servers {
-            let mut command = ServerCommand::new(&entry.command);
-            command.args = entry.args;
-            command.env = entry.env.into_iter().collect();
-            command.cwd = entry.cwd;
-            let mut config = ServerConfig::stdio(name.clone(), command);
+            let mut config = match (entry.command, entry.url) {
+                (Some(program), None) => {
+                    let mut command = ServerCommand::new(program);
+                    command.args = entry.args;
+                    command.env = entry.env.into_iter().collect();
+                    command.cwd = entry.cwd;
+                    ServerConfig::stdio(name.clone(), command)
+                }
+                (None, Some(url)) => {
+                    let mut config = ServerConfig::http(name.clone(), url);
+                    if let maljan_client::ServerTransport::Http(http) = &mut config.transport {
+                        http.headers = entry.headers.into_iter().collect();
+                        http.bearer_token_env = entry.bearer_token_env;
+                    }
+                    config
+                }
+                _ => {
+                    return Err(CliError::Config {
+                        path: path.map(Path::to_owned).unwrap_or_default(),
+                        detail: format!(
+                            "server {name} needs either command (stdio) or url (HTTP), not both or neither"
+                        ),
+                    });
+                }
+            };
             if let Some(max) = entry.max_line_bytes {
                 config.stdio.classifier.max_line_bytes = max;
             }
@@ -133,11 +162,16 @@ impl Config {
         })
     }
 
-    /// A server by name, or the default one.
-    pub(crate) fn server(&self, name: Option<&str>) -> Result<&ServerConfig, CliError> {
+    /// A server by name, or the default one; a bare `http://` or `https://` URL is a
+    /// Streamable HTTP server of that name.
+    pub(crate) fn server(&self, name: Option<&str>) -> Result<ServerConfig, CliError> {
         let name = name.unwrap_or(&self.default_server);
+        if name.starts_with("http://") || name.starts_with("https://") {
+            return Ok(ServerConfig::http(name, name));
+        }
         self.servers
             .get(name)
+            .cloned()
             .ok_or_else(|| CliError::UnknownServer {
                 name: name.to_owned(),
                 known: self.servers.keys().cloned().collect(),

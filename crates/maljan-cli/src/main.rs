@@ -132,7 +132,7 @@ async fn main() -> ExitCode {
 
 async fn connect(config: &Config, server: Option<&str>) -> Result<ServerConnection, CliError> {
     let server_config = config.server(server)?;
-    Ok(ServerConnection::connect(server_config, config.settings.clone()).await?)
+    Ok(ServerConnection::connect(&server_config, config.settings.clone()).await?)
 }
 
 fn print_json<T: serde::Serialize>(value: &T) {

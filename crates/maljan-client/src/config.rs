@@ -15,6 +15,19 @@ use crate::{Job, ProgressReporter};
 pub enum ServerTransport {
     /// A child process speaking newline-delimited JSON-RPC on stdin/stdout.
     Stdio(ServerCommand),
+    /// A server elsewhere, over Streamable HTTP.
+    Http(HttpServer),
+}
+
+/// How to reach a server over Streamable HTTP.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpServer {
+    /// The MCP endpoint, e.g. `http://127.0.0.1:8080/mcp`.
+    pub url: String,
+    /// Extra headers sent with every request.
+    pub headers: Vec<(String, String)>,
+    /// The environment variable holding a bearer token, if the server wants one.
+    pub bearer_token_env: Option<String>,
 }
 
 /// A server the client can connect to.
@@ -39,6 +52,21 @@ pub struct ServerConfig {
 }
 
 impl ServerConfig {
+    /// A Streamable HTTP server at `url`, with no extra headers.
+    pub fn http(name: impl Into<String>, url: impl Into<String>) -> Self {
+        let name = name.into();
+        ServerConfig {
+            stdio: StdioConfig::named(name.clone()),
+            name,
+            transport: ServerTransport::Http(HttpServer {
+                url: url.into(),
+                headers: Vec::new(),
+                bearer_token_env: None,
+            }),
+            sample_mount: None,
+        }
+    }
+
     /// A stdio server with default transport settings.
     pub fn stdio(name: impl Into<String>, command: ServerCommand) -> Self {
         let name = name.into();

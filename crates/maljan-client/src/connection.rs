@@ -9,15 +9,14 @@ use maljan_mcp_proto::mcp::{
     CallToolParams, CallToolResult, CancelledParams, Implementation, InitializeParams,
     InitializeResult, ListToolsParams, ListToolsResult, ProtocolVersion, Tool, methods,
 };
-use maljan_mcp_stdio::{
-    CloseReport, Connection, EndsSetup, LineCounts, PendingRequest, Reply, TransportError,
-};
+use maljan_mcp_stdio::{CloseReport, Connection, EndsSetup, LineCounts, Reply};
 use maljan_staging::SampleMount;
 use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::card::ServerCard;
+use crate::link::{Link, LinkFailure};
 use crate::transfer::JOB_DIR_ENV;
 use crate::{ClientError, ClientSettings, ServerConfig, ServerTransport};
 
@@ -72,7 +71,7 @@ pub struct ServerSetup {
 #[derive(Debug)]
 pub struct ServerConnection {
     name: String,
-    connection: Connection,
+    connection: Link,
     pub(crate) settings: ClientSettings,
     pub(crate) guard: CallGuard,
     /// Whether the server is elsewhere (does not share this host's files).
@@ -99,7 +98,7 @@ fn last_tools_page(result: &RawValue) -> bool {
 /// Why one request went unanswered or failed, before reading its answer.
 enum RequestFailure {
     TimedOut(Duration),
-    Transport(TransportError),
+    Transport(LinkFailure),
 }
 
 impl ServerConnection {
@@ -136,7 +135,7 @@ impl ServerConnection {
         config: &ServerConfig,
         settings: ClientSettings,
     ) -> Result<ServerConnection, ClientError> {
-        let connection = match &config.transport {
+        let link = match &config.transport {
             ServerTransport::Stdio(command) => {
                 let mut command = command.clone();
                 if let Some(job) = &settings.job {
@@ -147,16 +146,36 @@ impl ServerConnection {
                     })?;
                     command = command.env(JOB_DIR_ENV, dir.display().to_string());
                 }
-                Connection::spawn(&command, config.stdio.clone())?
+                Link::Stdio(Box::new(Connection::spawn(&command, config.stdio.clone())?))
+            }
+            ServerTransport::Http(http) => {
+                let mut http_config = maljan_mcp_http::HttpConfig::new(&config.name, &http.url);
+                http_config.headers = http.headers.clone();
+                if let Some(var) = &http.bearer_token_env {
+                    let token = std::env::var(var).map_err(|_| ClientError::MissingToken {
+                        server: config.name.clone(),
+                        variable: var.clone(),
+                    })?;
+                    http_config.bearer_token = Some(token);
+                }
+                let (connection, _notifications) =
+                    maljan_mcp_http::HttpConnection::new(http_config).map_err(ClientError::Http)?;
+                Link::Http(connection)
             }
         };
-        let mut server = Self::over(connection, settings);
+        let remote = matches!(link, Link::Http(_));
+        let mut server = Self::with_link(link, settings);
+        server.remote = remote;
         server.sample_mount = config.sample_mount.clone();
         Ok(server)
     }
 
     /// Wraps a transport connection (for example one over in-memory pipes).
     pub fn over(connection: Connection, settings: ClientSettings) -> ServerConnection {
+        Self::with_link(Link::Stdio(Box::new(connection)), settings)
+    }
+
+    fn with_link(connection: Link, settings: ClientSettings) -> ServerConnection {
         ServerConnection {
             name: connection.server().to_owned(),
             connection,
@@ -263,8 +282,7 @@ impl ServerConnection {
         })?;
         let protocol = ProtocolVersion::parse(&init.protocol_version)
             .map_err(|e| self.setup_failed(methods::INITIALIZE, e.to_string()))?;
-        self.connection
-            .set_batches_allowed(protocol.allows_batches());
+        self.connection.set_protocol(protocol);
         self.connection
             .notify(methods::INITIALIZED, None)
             .await
@@ -338,16 +356,11 @@ impl ServerConnection {
         ends_setup: Option<EndsSetup>,
         cancellable: bool,
     ) -> Result<Reply, RequestFailure> {
-        let pending: PendingRequest = match ends_setup {
-            Some(ends) => {
-                self.connection
-                    .send_setup_request(method, params, ends)
-                    .await
-            }
-            None => self.connection.send_request(method, params).await,
-        }
-        .map_err(RequestFailure::Transport)?;
-        let id = pending.id().clone();
+        let (id, pending) = self
+            .connection
+            .send(method, params, ends_setup)
+            .await
+            .map_err(RequestFailure::Transport)?;
         match tokio::time::timeout(wait, pending).await {
             Ok(reply) => reply.map_err(RequestFailure::Transport),
             Err(_) => {
@@ -477,7 +490,7 @@ impl ServerConnection {
                         .to_owned(),
                 ),
             )),
-            Err(RequestFailure::Transport(TransportError::InvalidAnswer { reason, .. })) => {
+            Err(RequestFailure::Transport(LinkFailure::InvalidAnswer(reason))) => {
                 ToolAnswer::failed(ToolFailure::new(
                     ErrorCode::InvalidAnswer,
                     format!(

@@ -33,6 +33,20 @@ pub enum ClientError {
         /// `connected` or `connecting`.
         state: &'static str,
     },
+    /// The HTTP transport could not be set up.
+    #[error(transparent)]
+    Http(maljan_mcp_http::HttpError),
+    /// The bearer token's environment variable is not set.
+    #[error(
+        "server {server} wants a bearer token from the environment variable {variable}, which \
+         is not set; export it before running"
+    )]
+    MissingToken {
+        /// The server's name.
+        server: String,
+        /// The variable.
+        variable: String,
+    },
     /// The job's directory for a server could not be made.
     #[error("could not create the job directory {}: {source}; check the job directory's permissions", path.display())]
     JobDirectory {

@@ -26,11 +26,12 @@ mod config;
 mod connection;
 mod error;
 mod job;
+mod link;
 mod pipeline;
 mod transfer;
 
 pub use card::{CardTool, ServerCard, UnavailableTool};
-pub use config::{ClientSettings, ServerConfig, ServerTransport};
+pub use config::{ClientSettings, HttpServer, ServerConfig, ServerTransport};
 pub use connection::{ServerConnection, ServerSetup};
 pub use error::ClientError;
 pub use job::{Job, TakenFile};

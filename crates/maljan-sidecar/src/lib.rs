@@ -13,7 +13,8 @@
 //!   the platform primitives (uploads stored into, and files served from, the job's
 //!   directory only).
 //!
-//! It runs as its own binary (`maljan-sidecar`) and inside `maljan` (`maljan sidecar`).
+//! It runs as its own binary (`maljan-sidecar`, or `maljan-sidecar --http 127.0.0.1:0` for
+//! Streamable HTTP) and inside `maljan` (`maljan sidecar`).
 //!
 //! ```
 //! let server = maljan_sidecar::server();
@@ -46,4 +47,13 @@ pub async fn serve_stdio() -> std::io::Result<()> {
     server()
         .serve(tokio::io::stdin(), tokio::fs::File::from_std(protocol_out))
         .await
+}
+
+/// Serves Streamable HTTP on `addr` at `/mcp`, one job directory per session, logging to
+/// stderr. The first line on stderr names the endpoint: `listening on http://ADDR/mcp`.
+pub async fn serve_http(addr: &str) -> std::io::Result<()> {
+    maljan_sidecar_kit::log_to_stderr();
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    eprintln!("listening on http://{}/mcp", listener.local_addr()?);
+    server().serve_http(listener).await
 }

@@ -1,12 +1,29 @@
-//! The reference sidecar as a binary: serves MCP over stdio.
+//! The reference sidecar as a binary: serves MCP over stdio, or over Streamable HTTP with
+//! `--http ADDR` (loopback by default: `--http` alone is `127.0.0.1:0`, a free port).
+
+use std::process::ExitCode;
 
 #[tokio::main]
-async fn main() -> std::process::ExitCode {
-    match maljan_sidecar::serve_stdio().await {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+async fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        None => maljan_sidecar::serve_stdio().await,
+        Some("--http") => {
+            let addr = args.get(1).map_or("127.0.0.1:0", String::as_str);
+            maljan_sidecar::serve_http(addr).await
+        }
+        Some(other) => {
+            eprintln!(
+                "maljan-sidecar: unknown argument {other:?}; usage: maljan-sidecar [--http ADDR]"
+            );
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("maljan-sidecar: {e}");
-            std::process::ExitCode::FAILURE
+            ExitCode::FAILURE
         }
     }
 }

@@ -37,6 +37,7 @@
 //! }
 //! ```
 
+mod http;
 mod job;
 mod logging;
 mod probe;

@@ -4,7 +4,7 @@ use std::io;
 use std::sync::{Arc, Mutex};
 
 use maljan_mcp_proto::jsonrpc::{
-    ErrorObject, ErrorResponse, Message, Request, RequestId, Response, error_codes,
+    ErrorObject, ErrorResponse, Message, Request, RequestId, error_codes,
 };
 use maljan_mcp_proto::maljan::{CapabilityManifest, ErrorCode, ToolCapability, ToolFailure};
 use maljan_mcp_proto::mcp::{
@@ -13,7 +13,6 @@ use maljan_mcp_proto::mcp::{
 };
 use maljan_mcp_stdio::{ClassifierConfig, Event, LineClassifier};
 use serde::Serialize;
-use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
@@ -27,6 +26,12 @@ const TEXT_COPY_MAX_BYTES: usize = 1024 * 1024;
 
 /// The name of the manifest tool every kit server offers.
 pub const CAPABILITIES: &str = "capabilities";
+
+/// What a request needs: a line now, or a tool call to run.
+pub(crate) enum Answer {
+    Line(Vec<u8>),
+    Call(RequestId, CallToolParams),
+}
 
 struct RegisteredTool {
     spec: ToolSpec,
@@ -150,16 +155,11 @@ impl std::fmt::Debug for Server {
     }
 }
 
-fn raw<T: Serialize>(value: &T) -> Box<RawValue> {
-    serde_json::value::to_raw_value(value)
-        .unwrap_or_else(|_| RawValue::from_string("null".to_owned()).expect("null is JSON"))
-}
-
-fn encode(message: &Message) -> Vec<u8> {
+pub(crate) fn encode(message: &Message) -> Vec<u8> {
     message.to_line()
 }
 
-fn error_reply(id: RequestId, code: i64, message: String) -> Message {
+pub(crate) fn error_reply(id: RequestId, code: i64, message: String) -> Message {
     Message::Error(ErrorResponse {
         id: Some(id),
         error: ErrorObject::new(code, message),
@@ -318,16 +318,10 @@ impl Server {
         Ok(())
     }
 
-    async fn handle_request(
-        self: &Arc<Self>,
-        request: Request,
-        job: &Arc<Job>,
-        out: &mpsc::Sender<Vec<u8>>,
-        in_flight: &Arc<Mutex<HashMap<RequestId, AbortHandle>>>,
-        calls: &mut JoinSet<()>,
-    ) {
+    /// Answers a request at once, or says it is a tool call to run.
+    pub(crate) fn answer(&self, request: Request) -> Answer {
         let Request { id, method, params } = request;
-        let reply = match method.as_str() {
+        let line = match method.as_str() {
             methods::INITIALIZE => {
                 let offered = params
                     .as_ref()
@@ -343,66 +337,75 @@ impl Server {
                     server_info: self.info.clone(),
                     instructions: None,
                 };
-                Message::Response(Response {
-                    id,
-                    result: raw(&result),
-                })
+                response_line(&id, &result)
             }
-            methods::PING => Message::Response(Response {
-                id,
-                result: raw(&json!({})),
-            }),
+            methods::PING => response_line(&id, &json!({})),
             methods::TOOLS_LIST => {
                 let result = ListToolsResult {
                     tools: self.tool_list(),
                     next_cursor: None,
                 };
-                Message::Response(Response {
-                    id,
-                    result: raw(&result),
-                })
+                response_line(&id, &result)
             }
             methods::TOOLS_CALL => {
-                let call =
-                    params.and_then(|p| serde_json::from_str::<CallToolParams>(p.get()).ok());
-                let Some(call) = call else {
-                    let reply = error_reply(
+                match params.and_then(|p| serde_json::from_str::<CallToolParams>(p.get()).ok()) {
+                    Some(call) => return Answer::Call(id, call),
+                    None => encode(&error_reply(
                         id,
                         error_codes::INVALID_PARAMS,
                         "tools/call needs {name, arguments}".to_owned(),
-                    );
-                    let _ = out.send(encode(&reply)).await;
-                    return;
-                };
-                let server = self.clone();
-                let out = out.clone();
-                let registry = in_flight.clone();
-                let call_id = id.clone();
-                let job = job.clone();
-                // The registry stays locked until the call is in it, so the call's own
-                // removal below cannot run first.
-                let mut registered = in_flight.lock().unwrap_or_else(|p| p.into_inner());
-                let handle = calls.spawn(async move {
-                    let reply = server.call(call_id.clone(), call, job).await;
-                    registry
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .remove(&call_id);
-                    let _ = out.send(reply).await;
-                });
-                registered.insert(id, handle);
-                return;
+                    )),
+                }
             }
-            other => error_reply(
+            other => encode(&error_reply(
                 id,
                 error_codes::METHOD_NOT_FOUND,
                 format!("this server does not serve {other}"),
-            ),
+            )),
         };
-        let _ = out.send(encode(&reply)).await;
+        Answer::Line(line)
     }
 
-    async fn call(self: Arc<Self>, id: RequestId, call: CallToolParams, job: Arc<Job>) -> Vec<u8> {
+    async fn handle_request(
+        self: &Arc<Self>,
+        request: Request,
+        job: &Arc<Job>,
+        out: &mpsc::Sender<Vec<u8>>,
+        in_flight: &Arc<Mutex<HashMap<RequestId, AbortHandle>>>,
+        calls: &mut JoinSet<()>,
+    ) {
+        let (id, call) = match self.answer(request) {
+            Answer::Line(line) => {
+                let _ = out.send(line).await;
+                return;
+            }
+            Answer::Call(id, call) => (id, call),
+        };
+        let server = self.clone();
+        let out = out.clone();
+        let registry = in_flight.clone();
+        let call_id = id.clone();
+        let job = job.clone();
+        // The registry stays locked until the call is in it, so the call's own removal
+        // below cannot run first.
+        let mut registered = in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        let handle = calls.spawn(async move {
+            let reply = server.call(call_id.clone(), call, job).await;
+            registry
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&call_id);
+            let _ = out.send(reply).await;
+        });
+        registered.insert(id, handle);
+    }
+
+    pub(crate) async fn call(
+        self: Arc<Self>,
+        id: RequestId,
+        call: CallToolParams,
+        job: Arc<Job>,
+    ) -> Vec<u8> {
         if call.name == CAPABILITIES {
             return tool_reply(
                 id,

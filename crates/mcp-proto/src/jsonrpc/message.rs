@@ -176,3 +176,12 @@ impl Serialize for Message {
         map.end()
     }
 }
+
+/// A request's answer: its result, or the JSON-RPC error the server answered.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// The result, unparsed.
+    Result(Box<RawValue>),
+    /// The server answered with an error.
+    Error(ErrorObject),
+}

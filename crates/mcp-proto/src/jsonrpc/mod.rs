@@ -12,7 +12,7 @@ mod message;
 pub use decode::{DecodedLine, decode_line};
 pub use id::RequestId;
 pub use invalid::{InvalidMessage, InvalidReason, JsonKind};
-pub use message::{ErrorObject, ErrorResponse, Message, Notification, Request, Response};
+pub use message::{ErrorObject, ErrorResponse, Message, Notification, Reply, Request, Response};
 
 /// The standard JSON-RPC error codes.
 pub mod error_codes {

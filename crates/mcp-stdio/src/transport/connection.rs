@@ -8,7 +8,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use maljan_mcp_proto::jsonrpc::{
-    ErrorObject, ErrorResponse, Message, Notification, Request, RequestId, Response, error_codes,
+    ErrorObject, ErrorResponse, Message, Notification, Reply, Request, RequestId, Response,
+    error_codes,
 };
 use maljan_mcp_proto::mcp::methods;
 use serde_json::value::RawValue;
@@ -25,15 +26,6 @@ use crate::classifier::{Event, LineClassifier, LineCounts};
 const OUTGOING_QUEUE: usize = 64;
 /// Bytes read from stdout at a time.
 const READ_CHUNK: usize = 64 * 1024;
-
-/// A request's answer: its result, or the JSON-RPC error the server answered.
-#[derive(Debug)]
-pub enum Reply {
-    /// The result, unparsed.
-    Result(Box<RawValue>),
-    /// The server answered with an error.
-    Error(ErrorObject),
-}
 
 /// Decides, from a response's result, whether it ends the setup window.
 pub type EndsSetup = fn(&RawValue) -> bool;

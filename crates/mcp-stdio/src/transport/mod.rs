@@ -9,8 +9,9 @@ mod stderr;
 use std::time::Duration;
 
 pub use child::ServerCommand;
-pub use connection::{CloseReport, Connection, EndsSetup, PendingRequest, Reply, StoppedBy};
+pub use connection::{CloseReport, Connection, EndsSetup, PendingRequest, StoppedBy};
 pub use error::{SpawnError, TransportError};
+pub use maljan_mcp_proto::jsonrpc::Reply;
 pub use stderr::{STDERR_TAIL_BYTES, STDERR_TAIL_LINES};
 
 use crate::classifier::ClassifierConfig;

@@ -1,0 +1,153 @@
+//! The transport under a server connection: stdio or Streamable HTTP.
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use maljan_mcp_http::{HttpConnection, HttpError};
+use maljan_mcp_proto::jsonrpc::{InvalidReason, Reply, RequestId};
+use maljan_mcp_stdio::{CloseReport, Connection, EndsSetup, LineCounts, StoppedBy, TransportError};
+use serde_json::value::RawValue;
+
+/// Why a request got no usable answer from the transport.
+#[derive(Debug, Clone)]
+pub(crate) enum LinkFailure {
+    /// The answer failed validation.
+    InvalidAnswer(InvalidReason),
+    /// The connection is gone or the request could not be made; the message says why.
+    Lost(String),
+}
+
+impl From<TransportError> for LinkFailure {
+    fn from(e: TransportError) -> Self {
+        match e {
+            TransportError::InvalidAnswer { reason, .. } => LinkFailure::InvalidAnswer(reason),
+            other => LinkFailure::Lost(other.to_string()),
+        }
+    }
+}
+
+impl From<HttpError> for LinkFailure {
+    fn from(e: HttpError) -> Self {
+        match e {
+            HttpError::InvalidAnswer { reason, .. } => LinkFailure::InvalidAnswer(reason),
+            other => LinkFailure::Lost(other.to_string()),
+        }
+    }
+}
+
+impl std::fmt::Display for LinkFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LinkFailure::InvalidAnswer(reason) => write!(f, "an invalid answer: {reason}"),
+            LinkFailure::Lost(message) => f.write_str(message),
+        }
+    }
+}
+
+/// A request on its way: its id (for `notifications/cancelled`) and its answer.
+pub(crate) type Pending = (RequestId, BoxFuture<'static, Result<Reply, LinkFailure>>);
+
+#[derive(Debug)]
+pub(crate) enum Link {
+    Stdio(Box<Connection>),
+    Http(HttpConnection),
+}
+
+impl Link {
+    pub(crate) fn server(&self) -> &str {
+        match self {
+            Link::Stdio(c) => c.server(),
+            Link::Http(c) => c.server(),
+        }
+    }
+
+    pub(crate) async fn send(
+        &self,
+        method: &str,
+        params: Option<Box<RawValue>>,
+        ends_setup: Option<EndsSetup>,
+    ) -> Result<Pending, LinkFailure> {
+        match self {
+            Link::Stdio(c) => {
+                let pending = match ends_setup {
+                    Some(ends) => c.send_setup_request(method, params, ends).await?,
+                    None => c.send_request(method, params).await?,
+                };
+                let id = pending.id().clone();
+                Ok((id, pending.map(|r| r.map_err(LinkFailure::from)).boxed()))
+            }
+            Link::Http(c) => {
+                let id = c.next_id();
+                let (connection, method, request_id) = (c.clone(), method.to_owned(), id.clone());
+                let answer = async move {
+                    connection
+                        .request(request_id, &method, params)
+                        .await
+                        .map_err(LinkFailure::from)
+                };
+                Ok((id, answer.boxed()))
+            }
+        }
+    }
+
+    pub(crate) async fn notify(
+        &self,
+        method: &str,
+        params: Option<Box<RawValue>>,
+    ) -> Result<(), LinkFailure> {
+        match self {
+            Link::Stdio(c) => Ok(c.notify(method, params).await?),
+            Link::Http(c) => Ok(c.notify(method, params).await?),
+        }
+    }
+
+    pub(crate) fn close_setup_window(&self) {
+        if let Link::Stdio(c) = self {
+            c.close_setup_window();
+        }
+    }
+
+    pub(crate) fn set_protocol(&self, version: maljan_mcp_proto::mcp::ProtocolVersion) {
+        match self {
+            Link::Stdio(c) => c.set_batches_allowed(version.allows_batches()),
+            Link::Http(c) => c.set_protocol_version(version.as_str()),
+        }
+    }
+
+    pub(crate) fn counts(&self) -> LineCounts {
+        match self {
+            Link::Stdio(c) => c.counts(),
+            Link::Http(c) => {
+                let counts = c.counts();
+                LineCounts {
+                    messages: counts.messages,
+                    invalid: counts.invalid,
+                    oversized: counts.oversized,
+                    ..LineCounts::default()
+                }
+            }
+        }
+    }
+
+    pub(crate) fn stderr_tail(&self) -> String {
+        match self {
+            Link::Stdio(c) => c.stderr_tail(),
+            Link::Http(_) => String::new(),
+        }
+    }
+
+    pub(crate) async fn close(self) -> CloseReport {
+        match self {
+            Link::Stdio(c) => (*c).close().await,
+            Link::Http(c) => {
+                c.close().await;
+                let counts = Link::Http(c).counts();
+                CloseReport {
+                    status: None,
+                    stopped_by: StoppedBy::NoChild,
+                    counts,
+                    stderr_tail: String::new(),
+                }
+            }
+        }
+    }
+}

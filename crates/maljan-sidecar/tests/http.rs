@@ -1,0 +1,122 @@
+//! The reference sidecar over Streamable HTTP, end to end: setup, card, calls, a staged
+//! sample uploaded in chunks, and a file `unpack` wrote taken back through `get_file`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+
+use maljan_client::{ClientSettings, Job, ServerConfig, ServerConnection, TakenFile};
+use maljan_staging::{Disclosed, DisclosureOutcome, UploadMode};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+const SIDECAR: &str = env!("CARGO_BIN_EXE_maljan-sidecar");
+
+struct HttpSidecar {
+    child: Child,
+    url: String,
+}
+
+impl Drop for HttpSidecar {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `maljan-sidecar --http 127.0.0.1:0` and reads the endpoint it announces.
+fn start() -> HttpSidecar {
+    let mut child = Command::new(SIDECAR)
+        .args(["--http", "127.0.0.1:0"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the sidecar starts");
+    let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
+    let mut line = String::new();
+    stderr.read_line(&mut line).expect("the announcement");
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .expect("an endpoint")
+        .to_owned();
+    // Keep draining stderr so the server never blocks on it.
+    std::thread::spawn(move || for _ in stderr.lines() {});
+    HttpSidecar { child, url }
+}
+
+#[tokio::test]
+async fn over_http_a_staged_sample_is_unpacked_and_a_member_taken_back() {
+    let sidecar = start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let job = Arc::new(Job::create(dir.path().join("job")).expect("job"));
+    let settings = ClientSettings {
+        job: Some(job.clone()),
+        ..ClientSettings::default()
+    };
+    let server = ServerConnection::connect(&ServerConfig::http("remote", &sidecar.url), settings)
+        .await
+        .expect("sets up over HTTP");
+    let card = server.card().expect("card");
+    assert_eq!(card.server_info.name, "maljan-sidecar");
+    assert!(card.tools.iter().any(|t| t.name == "unpack"));
+    assert!(card.primitives.contains(&"get_file".to_owned()));
+
+    let answer = server
+        .call("file_info", json!({"path": "/no/such/file"}))
+        .await
+        .expect("call");
+    assert_eq!(
+        answer.failure().map(|f| f.code.as_str()),
+        Some("no_such_file")
+    );
+
+    let archive = dir.path().join("sample.zip");
+    let mut writer = zip::ZipWriter::new(std::fs::File::create(&archive).expect("create"));
+    writer
+        .start_file("report.txt", zip::write::SimpleFileOptions::default())
+        .expect("member");
+    writer.write_all(b"found it").expect("write");
+    writer.finish().expect("finish");
+    let sample = job.add_sample(&archive).expect("sample");
+    let answer = server
+        .call("unpack", json!({"path": sample.display().to_string()}))
+        .await
+        .expect("call");
+    assert!(answer.is_ok(), "{answer:?}");
+
+    let disclosures = job.disclosures();
+    assert_eq!(
+        disclosures.len(),
+        1,
+        "the transport is not stdio, so the sample was staged"
+    );
+    assert_eq!(disclosures[0].what, Disclosed::Sample);
+    assert_eq!(disclosures[0].mode, UploadMode::Chunked);
+    assert!(matches!(
+        disclosures[0].outcome,
+        DisclosureOutcome::Sent { .. }
+    ));
+
+    let taken = server.take_files("unpack", &answer, Some("triage")).await;
+    let expected = format!("{:x}", Sha256::digest(b"found it"));
+    assert!(
+        matches!(&taken[..], [TakenFile::Taken { sha256, .. }] if *sha256 == expected),
+        "{taken:?}"
+    );
+    let report = server.close().await;
+    assert_eq!(report.counts.invalid, 0);
+}
+
+#[tokio::test]
+async fn a_request_from_another_origin_is_refused() {
+    let sidecar = start();
+    let config = ServerConfig::http("remote", &sidecar.url);
+    let mut config = config;
+    if let maljan_client::ServerTransport::Http(http) = &mut config.transport {
+        http.headers = vec![("Origin".into(), "http://evil.example".into())];
+    }
+    let error = ServerConnection::connect(&config, ClientSettings::default())
+        .await
+        .expect_err("refused");
+    assert!(error.to_string().contains("403"), "{error}");
+}

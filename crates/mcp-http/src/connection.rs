@@ -1,0 +1,543 @@
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use futures::StreamExt;
+use maljan_mcp_proto::jsonrpc::{
+    DecodedLine, ErrorObject, ErrorResponse, Message, Notification, Reply, Request, RequestId,
+    Response, decode_line, error_codes,
+};
+use maljan_mcp_proto::mcp::methods;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use serde_json::value::RawValue;
+use tokio::sync::mpsc;
+
+use crate::{DEFAULT_MAX_EVENT_BYTES, HttpError, SseItem, SseParser};
+
+const SESSION_HEADER: &str = "mcp-session-id";
+const VERSION_HEADER: &str = "mcp-protocol-version";
+const LAST_EVENT_ID: &str = "last-event-id";
+/// How many times a cut reply stream is resumed before giving up.
+const MAX_RESUMES: u32 = 5;
+
+/// Settings of a Streamable HTTP connection.
+///
+/// ```
+/// use maljan_mcp_http::HttpConfig;
+/// let config = HttpConfig::new("remote", "http://127.0.0.1:8080/mcp");
+/// assert_eq!(config.max_event_bytes, 32 * 1024 * 1024);
+/// ```
+#[derive(Clone)]
+pub struct HttpConfig {
+    /// The server's name, for logs and errors.
+    pub name: String,
+    /// The MCP endpoint.
+    pub url: String,
+    /// Extra headers sent with every request.
+    pub headers: Vec<(String, String)>,
+    /// A bearer token sent as `Authorization: Bearer …` (never logged).
+    pub bearer_token: Option<String>,
+    /// The bound on one reply (JSON body or SSE event), in bytes.
+    pub max_event_bytes: usize,
+    /// How long connecting may take.
+    pub connect_timeout: Duration,
+}
+
+impl std::fmt::Debug for HttpConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpConfig")
+            .field("name", &self.name)
+            .field("url", &self.url)
+            .field(
+                "headers",
+                &self.headers.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+            )
+            .field(
+                "bearer_token",
+                &self.bearer_token.as_ref().map(|_| "<redacted>"),
+            )
+            .field("max_event_bytes", &self.max_event_bytes)
+            .finish()
+    }
+}
+
+impl HttpConfig {
+    /// Defaults for an endpoint.
+    pub fn new(name: impl Into<String>, url: impl Into<String>) -> Self {
+        HttpConfig {
+            name: name.into(),
+            url: url.into(),
+            headers: Vec::new(),
+            bearer_token: None,
+            max_event_bytes: DEFAULT_MAX_EVENT_BYTES,
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// What a connection's replies held, for the server card.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HttpCounts {
+    /// Valid messages received.
+    pub messages: u64,
+    /// Invalid messages stated.
+    pub invalid: u64,
+    /// Events over the bound, dropped.
+    pub oversized: u64,
+}
+
+struct Inner {
+    config: HttpConfig,
+    client: reqwest::Client,
+    session: Mutex<Option<String>>,
+    protocol_version: Mutex<Option<String>>,
+    next_id: AtomicI64,
+    counts: Mutex<HttpCounts>,
+    notifications: mpsc::Sender<Notification>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A connection to an MCP server over Streamable HTTP: one endpoint, each message a POST,
+/// replies as JSON or as an SSE stream, the session id kept and echoed.
+///
+/// Cancel safety: dropping a request's future aborts its HTTP request; send
+/// `notifications/cancelled` for the server's sake (disconnecting is not cancelling).
+#[derive(Clone)]
+pub struct HttpConnection {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for HttpConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpConnection")
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What one reply held besides the answer looked for.
+enum Found {
+    Answer(Reply),
+    Nothing,
+}
+
+impl HttpConnection {
+    /// A connection (nothing is sent until the first request). Returns it and the receiver
+    /// of the server's notifications.
+    pub fn new(
+        config: HttpConfig,
+    ) -> Result<(HttpConnection, mpsc::Receiver<Notification>), HttpError> {
+        let misconfigured = |detail: String| HttpError::Config {
+            server: config.name.clone(),
+            detail,
+        };
+        let mut headers = HeaderMap::new();
+        for (name, value) in &config.headers {
+            let name = HeaderName::try_from(name.as_str())
+                .map_err(|e| misconfigured(format!("header name {name:?}: {e}")))?;
+            let value = HeaderValue::try_from(value.as_str())
+                .map_err(|e| misconfigured(format!("the value of header {name}: {e}")))?;
+            headers.insert(name, value);
+        }
+        if let Some(token) = &config.bearer_token {
+            let mut value = HeaderValue::try_from(format!("Bearer {token}")).map_err(|_| {
+                misconfigured("the bearer token is not a valid header value".to_owned())
+            })?;
+            value.set_sensitive(true);
+            headers.insert(reqwest::header::AUTHORIZATION, value);
+        }
+        let client = reqwest::Client::builder()
+            .default_headers(headers)
+            .connect_timeout(config.connect_timeout)
+            .build()
+            .map_err(|e| misconfigured(e.to_string()))?;
+        let (tx, rx) = mpsc::channel(256);
+        Ok((
+            HttpConnection {
+                inner: Arc::new(Inner {
+                    config,
+                    client,
+                    session: Mutex::default(),
+                    protocol_version: Mutex::default(),
+                    next_id: AtomicI64::new(1),
+                    counts: Mutex::default(),
+                    notifications: tx,
+                }),
+            },
+            rx,
+        ))
+    }
+
+    /// The server's name.
+    pub fn server(&self) -> &str {
+        &self.inner.config.name
+    }
+
+    /// The session id the server gave, if any.
+    pub fn session_id(&self) -> Option<String> {
+        lock(&self.inner.session).clone()
+    }
+
+    /// Sends `MCP-Protocol-Version` from now on (after `initialize`).
+    pub fn set_protocol_version(&self, version: &str) {
+        *lock(&self.inner.protocol_version) = Some(version.to_owned());
+    }
+
+    /// What replies held so far.
+    pub fn counts(&self) -> HttpCounts {
+        *lock(&self.inner.counts)
+    }
+
+    /// A fresh request id.
+    pub fn next_id(&self) -> RequestId {
+        RequestId::Integer(self.inner.next_id.fetch_add(1, Ordering::Relaxed))
+    }
+
+    fn unreachable(&self, e: &reqwest::Error) -> HttpError {
+        HttpError::Unreachable {
+            server: self.server().to_owned(),
+            url: self.inner.config.url.clone(),
+            detail: error_chain(e),
+        }
+    }
+
+    fn bad_reply(&self, detail: impl Into<String>) -> HttpError {
+        HttpError::BadReply {
+            server: self.server().to_owned(),
+            detail: detail.into(),
+        }
+    }
+
+    fn post(&self, body: Vec<u8>) -> reqwest::RequestBuilder {
+        let mut request = self
+            .inner
+            .client
+            .post(&self.inner.config.url)
+            .header(ACCEPT, "application/json, text/event-stream")
+            .header(CONTENT_TYPE, "application/json")
+            .body(body);
+        if let Some(session) = self.session_id() {
+            request = request.header(SESSION_HEADER, session);
+        }
+        if let Some(version) = lock(&self.inner.protocol_version).clone() {
+            request = request.header(VERSION_HEADER, version);
+        }
+        request
+    }
+
+    /// Fails on statuses other than success, naming an expired session.
+    async fn check_status(
+        &self,
+        response: reqwest::Response,
+        sent_session: Option<&str>,
+    ) -> Result<reqwest::Response, HttpError> {
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        if status == reqwest::StatusCode::NOT_FOUND
+            && let Some(session) = sent_session
+        {
+            return Err(HttpError::SessionExpired {
+                server: self.server().to_owned(),
+                session: session.to_owned(),
+            });
+        }
+        let body = response.text().await.unwrap_or_default();
+        Err(HttpError::Status {
+            server: self.server().to_owned(),
+            status: status.as_u16(),
+            body: body.chars().take(200).collect(),
+        })
+    }
+
+    /// Sends a request and waits for its response, from a JSON reply or an SSE stream
+    /// (resumed with `Last-Event-ID` after the server's `retry` delay when cut).
+    pub async fn request(
+        &self,
+        id: RequestId,
+        method: &str,
+        params: Option<Box<RawValue>>,
+    ) -> Result<Reply, HttpError> {
+        let body = Message::Request(Request {
+            id: id.clone(),
+            method: method.to_owned(),
+            params,
+        })
+        .to_line();
+        let sent_session = self.session_id();
+        let response = self
+            .post(body)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(&e))?;
+        let response = self.check_status(response, sent_session.as_deref()).await?;
+        if method == methods::INITIALIZE
+            && let Some(session) = response
+                .headers()
+                .get(SESSION_HEADER)
+                .and_then(|v| v.to_str().ok())
+        {
+            *lock(&self.inner.session) = Some(session.to_owned());
+        }
+        let content_type = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        if content_type.starts_with("text/event-stream") {
+            self.read_stream(response, &id).await
+        } else if content_type.starts_with("application/json") {
+            let body = self.read_body(response).await?;
+            match self.handle_line(&body, &id).await? {
+                Found::Answer(reply) => Ok(reply),
+                Found::Nothing => {
+                    Err(self.bad_reply("the JSON reply holds no response to the request"))
+                }
+            }
+        } else {
+            Err(self.bad_reply(format!(
+                "the reply's content type is {content_type:?}, not JSON or an SSE stream"
+            )))
+        }
+    }
+
+    async fn read_body(&self, response: reqwest::Response) -> Result<Vec<u8>, HttpError> {
+        let max = self.inner.config.max_event_bytes;
+        let mut body = Vec::new();
+        let mut stream = response.bytes_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| self.unreachable(&e))?;
+            if body.len() + chunk.len() > max {
+                lock(&self.inner.counts).oversized += 1;
+                return Err(self.bad_reply(format!("the JSON reply is over the {max}-byte bound")));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
+    }
+
+    async fn read_stream(
+        &self,
+        response: reqwest::Response,
+        id: &RequestId,
+    ) -> Result<Reply, HttpError> {
+        let mut parser = SseParser::new(self.inner.config.max_event_bytes);
+        let mut retry = Duration::ZERO;
+        let mut response = response;
+        for attempt in 0..=MAX_RESUMES {
+            let mut stream = response.bytes_stream();
+            let mut cut = None;
+            loop {
+                let chunk = match stream.next().await {
+                    None => break,
+                    Some(Ok(chunk)) => chunk,
+                    Some(Err(e)) => {
+                        cut = Some(error_chain(&e));
+                        break;
+                    }
+                };
+                parser.feed(&chunk);
+                while let Some(item) = parser.next_item() {
+                    match item {
+                        SseItem::Event(event) => {
+                            if let Found::Answer(reply) =
+                                self.handle_line(event.data.as_bytes(), id).await?
+                            {
+                                return Ok(reply);
+                            }
+                        }
+                        SseItem::Retry(ms) => retry = Duration::from_millis(ms),
+                        SseItem::Oversized { length } => {
+                            lock(&self.inner.counts).oversized += 1;
+                            tracing::warn!(
+                                server = self.server(),
+                                length,
+                                "an SSE event over the bound was dropped"
+                            );
+                        }
+                        SseItem::NotUtf8 { offset } => {
+                            return Err(self.bad_reply(format!(
+                                "the SSE stream is not UTF-8 at byte {offset}"
+                            )));
+                        }
+                    }
+                }
+            }
+            let Some(last_id) = parser.last_event_id().map(str::to_owned) else {
+                return Err(HttpError::StreamEnded {
+                    server: self.server().to_owned(),
+                    detail: cut.unwrap_or_else(|| {
+                        "the server closed it and gave no event id to resume from".to_owned()
+                    }),
+                });
+            };
+            if attempt == MAX_RESUMES {
+                break;
+            }
+            tokio::time::sleep(retry).await;
+            tracing::info!(
+                server = self.server(),
+                last_id,
+                "resuming a cut reply stream"
+            );
+            parser.finish();
+            let sent_session = self.session_id();
+            let mut get = self
+                .inner
+                .client
+                .get(&self.inner.config.url)
+                .header(ACCEPT, "text/event-stream")
+                .header(LAST_EVENT_ID, last_id);
+            if let Some(session) = &sent_session {
+                get = get.header(SESSION_HEADER, session);
+            }
+            if let Some(version) = lock(&self.inner.protocol_version).clone() {
+                get = get.header(VERSION_HEADER, version);
+            }
+            let resumed = get.send().await.map_err(|e| self.unreachable(&e))?;
+            response = self.check_status(resumed, sent_session.as_deref()).await?;
+        }
+        Err(HttpError::StreamEnded {
+            server: self.server().to_owned(),
+            detail: format!("still no response after {MAX_RESUMES} resumptions"),
+        })
+    }
+
+    /// Reads one JSON-RPC line of a reply: the answer to `id`, or other messages handled.
+    async fn handle_line(&self, line: &[u8], id: &RequestId) -> Result<Found, HttpError> {
+        let messages = match decode_line(line, true) {
+            DecodedLine::Message(m) => vec![m],
+            DecodedLine::Batch(ms) => ms,
+            DecodedLine::Invalid(invalid) => {
+                lock(&self.inner.counts).invalid += 1;
+                tracing::warn!(
+                    server = self.server(),
+                    "invalid protocol message in a reply: {}",
+                    invalid.reason
+                );
+                if invalid.id.as_ref() == Some(id) {
+                    return Err(HttpError::InvalidAnswer {
+                        server: self.server().to_owned(),
+                        reason: invalid.reason,
+                    });
+                }
+                return Ok(Found::Nothing);
+            }
+            DecodedLine::NotProtocol => {
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    return Ok(Found::Nothing);
+                }
+                return Err(self.bad_reply("a reply that is not a JSON-RPC message"));
+            }
+        };
+        let mut found = Found::Nothing;
+        for message in messages {
+            lock(&self.inner.counts).messages += 1;
+            match message {
+                Message::Response(Response { id: got, result }) if &got == id => {
+                    found = Found::Answer(Reply::Result(result))
+                }
+                Message::Error(ErrorResponse {
+                    id: Some(got),
+                    error,
+                }) if &got == id => {
+                    found = Found::Answer(Reply::Error(error));
+                }
+                Message::Notification(n) => {
+                    let _ = self.inner.notifications.try_send(n);
+                }
+                Message::Request(request) => self.answer_server_request(request).await,
+                other => tracing::debug!(
+                    server = self.server(),
+                    "a reply for another request: {other:?}"
+                ),
+            }
+        }
+        Ok(found)
+    }
+
+    async fn answer_server_request(&self, request: Request) {
+        let reply = if request.method == methods::PING {
+            Message::Response(Response {
+                id: request.id,
+                result: RawValue::from_string("{}".to_owned()).expect("{} is JSON"),
+            })
+        } else {
+            Message::Error(ErrorResponse {
+                id: Some(request.id),
+                error: ErrorObject::new(
+                    error_codes::METHOD_NOT_FOUND,
+                    format!("this client does not serve {}", request.method),
+                ),
+            })
+        };
+        if let Ok(response) = self.post(reply.to_line()).send().await {
+            let _ = self.check_status(response, None).await;
+        }
+    }
+
+    /// Sends a notification; the server answers 202 Accepted.
+    pub async fn notify(
+        &self,
+        method: &str,
+        params: Option<Box<RawValue>>,
+    ) -> Result<(), HttpError> {
+        let body = Message::Notification(Notification {
+            method: method.to_owned(),
+            params,
+        })
+        .to_line();
+        let sent_session = self.session_id();
+        let response = self
+            .post(body)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(&e))?;
+        self.check_status(response, sent_session.as_deref())
+            .await
+            .map(drop)
+    }
+
+    /// Ends the session with DELETE (a server that answers 405 keeps it; that is fine).
+    pub async fn close(&self) {
+        let Some(session) = lock(&self.inner.session).take() else {
+            return;
+        };
+        let request = self
+            .inner
+            .client
+            .delete(&self.inner.config.url)
+            .header(SESSION_HEADER, session);
+        match request.send().await {
+            Ok(r) if r.status() == reqwest::StatusCode::METHOD_NOT_ALLOWED => {
+                tracing::debug!(
+                    server = self.server(),
+                    "the server keeps its sessions (DELETE: 405)"
+                );
+            }
+            Ok(_) => {}
+            Err(e) => tracing::debug!(
+                server = self.server(),
+                "ending the session failed: {}",
+                error_chain(&e)
+            ),
+        }
+    }
+}
+
+/// An error and its causes, one line.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
