@@ -193,6 +193,8 @@ async fn a_waiting_call_can_be_cancelled() {
     tokio::pin!(busy);
     let waiting = guard.run(|| async { ((), Verdict::Answered) });
     let outcome = tokio::select! {
+        // The busy call is polled first, so it holds the only slot before the other waits.
+        biased;
         _ = &mut busy => "busy finished first",
         _ = tokio::time::timeout(Duration::from_secs(1), waiting) => "the waiting call gave up",
     };

@@ -163,6 +163,8 @@ proptest! {
         let (_, delivered, counts) = classify(stream.as_bytes(), &[], true);
         prop_assert_eq!(delivered, vec![normal(&message)]);
         prop_assert_eq!(counts.salvaged, 1);
-        prop_assert_eq!(counts.stray, 1);
+        // The prefix is a stray line unless it is only byte-order marks and whitespace.
+        let filler = prefix.trim_matches(|c: char| c == '\u{FEFF}' || c.is_ascii_whitespace()).is_empty();
+        prop_assert_eq!(counts.stray, u64::from(!filler));
     }
 }
