@@ -5,7 +5,7 @@ use std::process::{Command, Stdio};
 use crate::root;
 
 /// Every fuzz target.
-pub(crate) const TARGETS: [&str; 2] = ["classifier", "validator"];
+pub(crate) const TARGETS: [&str; 3] = ["classifier", "validator", "sse"];
 /// How long `ci` runs each target.
 pub(crate) const CI_SECONDS: u64 = 60;
 

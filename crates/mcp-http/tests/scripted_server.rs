@@ -1,0 +1,318 @@
+//! The HTTP transport against a scripted server: each test says how the server answers.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::Response;
+use axum::routing::any;
+use maljan_mcp_http::{HttpConfig, HttpConnection, HttpError};
+use maljan_mcp_proto::jsonrpc::{DecodedLine, Message, Reply, RequestId, decode_line};
+use serde_json::json;
+
+/// What the server saw of one request.
+#[derive(Debug, Clone)]
+struct Seen {
+    method: Method,
+    headers: HeaderMap,
+    body: String,
+    at: Instant,
+}
+
+type Script = dyn Fn(&Seen, usize) -> Response + Send + Sync;
+
+#[derive(Clone)]
+struct Scripted {
+    script: Arc<Script>,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+async fn handle(
+    State(s): State<Scripted>,
+    method: Method,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let seen = Seen {
+        method,
+        headers,
+        body: String::from_utf8_lossy(&body).into_owned(),
+        at: Instant::now(),
+    };
+    let index = {
+        let mut all = s.seen.lock().expect("lock");
+        all.push(seen.clone());
+        all.len() - 1
+    };
+    (s.script)(&seen, index)
+}
+
+async fn serve(
+    script: impl Fn(&Seen, usize) -> Response + Send + Sync + 'static,
+) -> (String, Arc<Mutex<Vec<Seen>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let state = Scripted {
+        script: Arc::new(script),
+        seen: seen.clone(),
+    };
+    let app = Router::new().route("/mcp", any(handle)).with_state(state);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr: SocketAddr = listener.local_addr().expect("addr");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (format!("http://{addr}/mcp"), seen)
+}
+
+fn request_id(seen: &Seen) -> Option<RequestId> {
+    match decode_line(seen.body.as_bytes(), false) {
+        DecodedLine::Message(Message::Request(r)) => Some(r.id),
+        _ => None,
+    }
+}
+
+fn json_reply(body: serde_json::Value) -> Response {
+    Response::builder()
+        .header("content-type", "application/json")
+        .body(Body::from(body.to_string()))
+        .expect("response")
+}
+
+fn sse_reply(body: String) -> Response {
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Body::from(body))
+        .expect("response")
+}
+
+fn status(code: StatusCode) -> Response {
+    Response::builder()
+        .status(code)
+        .body(Body::empty())
+        .expect("response")
+}
+
+fn connect(
+    url: &str,
+) -> (
+    HttpConnection,
+    tokio::sync::mpsc::Receiver<maljan_mcp_proto::jsonrpc::Notification>,
+) {
+    HttpConnection::new(HttpConfig::new("scripted", url)).expect("a connection")
+}
+
+fn result_of(reply: Reply) -> serde_json::Value {
+    match reply {
+        Reply::Result(r) => serde_json::from_str(r.get()).expect("JSON"),
+        Reply::Error(e) => panic!("an error reply: {e:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_json_reply_a_session_kept_and_echoed_and_the_version_sent_after_setup() {
+    let (url, seen) = serve(|s, _| {
+        let id = request_id(s);
+        let mut response = json_reply(json!({"jsonrpc": "2.0", "id": id, "result": {"ok": true}}));
+        response
+            .headers_mut()
+            .insert("mcp-session-id", "s-123".parse().expect("header"));
+        response
+    })
+    .await;
+    let (http, _) = connect(&url);
+    let reply = http
+        .request(http.next_id(), "initialize", None)
+        .await
+        .expect("answered");
+    assert_eq!(result_of(reply), json!({"ok": true}));
+    assert_eq!(http.session_id().as_deref(), Some("s-123"));
+    http.set_protocol_version("2025-11-25");
+    http.request(http.next_id(), "tools/list", None)
+        .await
+        .expect("answered");
+    let seen = seen.lock().expect("lock");
+    assert_eq!(
+        seen[0].headers.get("accept").expect("accept"),
+        "application/json, text/event-stream"
+    );
+    assert!(seen[0].headers.get("mcp-session-id").is_none());
+    assert_eq!(
+        seen[1].headers.get("mcp-session-id").expect("echoed"),
+        "s-123"
+    );
+    assert_eq!(
+        seen[1]
+            .headers
+            .get("mcp-protocol-version")
+            .expect("version"),
+        "2025-11-25"
+    );
+}
+
+#[tokio::test]
+async fn an_sse_reply_delivers_notifications_before_the_response() {
+    let (url, _) = serve(|s, _| {
+        let id = request_id(s);
+        let note = |n: u32| {
+            json!({"jsonrpc": "2.0", "method": "notifications/progress",
+            "params": {"progressToken": 1, "progress": n}})
+        };
+        let response = json!({"jsonrpc": "2.0", "id": id, "result": {"done": true}});
+        sse_reply(format!(
+            "data: {}\n\ndata: {}\n\ndata: {response}\n\n",
+            note(1),
+            note(2)
+        ))
+    })
+    .await;
+    let (http, mut notes) = connect(&url);
+    let reply = http
+        .request(http.next_id(), "tools/call", None)
+        .await
+        .expect("answered");
+    assert_eq!(result_of(reply), json!({"done": true}));
+    for n in 1..=2 {
+        let note = notes.try_recv().expect("a notification");
+        assert_eq!(note.method, "notifications/progress");
+        assert!(
+            note.params
+                .expect("params")
+                .get()
+                .contains(&format!("\"progress\":{n}"))
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_cut_stream_is_resumed_with_last_event_id_after_the_retry_delay() {
+    let (url, seen) = serve(|s, index| match (s.method.clone(), index) {
+        (Method::POST, _) => sse_reply(
+            "id: e1\nretry: 200\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":1,\"progress\":1}}\n\n"
+                .to_owned(),
+        ),
+        (Method::GET, _) if s.headers.get("last-event-id").is_some_and(|v| v == "e1") => {
+            sse_reply("id: e2\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"resumed\":true}}\n\n".to_owned())
+        }
+        _ => status(StatusCode::BAD_REQUEST),
+    })
+    .await;
+    let (http, _) = connect(&url);
+    let reply = http
+        .request(RequestId::Integer(1), "tools/call", None)
+        .await
+        .expect("answered");
+    assert_eq!(result_of(reply), json!({"resumed": true}));
+    let seen = seen.lock().expect("lock");
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[1].method, Method::GET);
+    assert!(
+        seen[1].at - seen[0].at >= Duration::from_millis(200),
+        "the client waited the retry delay"
+    );
+}
+
+#[tokio::test]
+async fn a_404_on_a_session_is_an_expired_session() {
+    let (url, _) = serve(|s, _| {
+        if s.headers.get("mcp-session-id").is_some() {
+            return status(StatusCode::NOT_FOUND);
+        }
+        let mut response = json_reply(json!({"jsonrpc": "2.0", "id": request_id(s), "result": {}}));
+        response
+            .headers_mut()
+            .insert("mcp-session-id", "gone-soon".parse().expect("header"));
+        response
+    })
+    .await;
+    let (http, _) = connect(&url);
+    http.request(http.next_id(), "initialize", None)
+        .await
+        .expect("answered");
+    let error = http
+        .request(http.next_id(), "tools/list", None)
+        .await
+        .expect_err("expired");
+    assert!(
+        matches!(&error, HttpError::SessionExpired { session, .. } if session == "gone-soon"),
+        "{error}"
+    );
+    assert!(error.to_string().contains("connect again"));
+}
+
+#[tokio::test]
+async fn notifications_get_202_and_a_405_on_delete_is_tolerated() {
+    let (url, seen) = serve(|s, _| match s.method {
+        Method::DELETE | Method::GET => status(StatusCode::METHOD_NOT_ALLOWED),
+        _ if request_id(s).is_none() => status(StatusCode::ACCEPTED),
+        _ => {
+            let mut response =
+                json_reply(json!({"jsonrpc": "2.0", "id": request_id(s), "result": {}}));
+            response
+                .headers_mut()
+                .insert("mcp-session-id", "keep".parse().expect("header"));
+            response
+        }
+    })
+    .await;
+    let (http, _) = connect(&url);
+    http.request(http.next_id(), "initialize", None)
+        .await
+        .expect("answered");
+    http.notify("notifications/initialized", None)
+        .await
+        .expect("202 accepted");
+    http.close().await;
+    let seen = seen.lock().expect("lock");
+    assert_eq!(seen.last().expect("the DELETE").method, Method::DELETE);
+    assert_eq!(
+        seen.last()
+            .expect("the DELETE")
+            .headers
+            .get("mcp-session-id")
+            .expect("session"),
+        "keep"
+    );
+}
+
+#[tokio::test]
+async fn an_sse_event_over_the_bound_is_refused_and_the_response_still_read() {
+    let (url, _) = serve(|s, _| {
+        let big = "x".repeat(1 << 20);
+        let response = json!({"jsonrpc": "2.0", "id": request_id(s), "result": {"small": true}});
+        sse_reply(format!("data: {{\"jsonrpc\":\"2.0\",\"method\":\"n\",\"params\":{{\"big\":\"{big}\"}}}}\n\ndata: {response}\n\n"))
+    })
+    .await;
+    let mut config = HttpConfig::new("scripted", &url);
+    config.max_event_bytes = 4096;
+    let (http, _) = HttpConnection::new(config).expect("a connection");
+    let reply = http
+        .request(http.next_id(), "tools/call", None)
+        .await
+        .expect("answered");
+    assert_eq!(result_of(reply), json!({"small": true}));
+    assert_eq!(http.counts().oversized, 1);
+}
+
+#[tokio::test]
+async fn an_invalid_answer_naming_the_request_fails_it_at_once() {
+    let (url, _) = serve(|s, _| {
+        let id = request_id(s);
+        sse_reply(format!(
+            "data: {}\n\n",
+            json!({"jsonrpc": "2.0", "id": id, "result": {}, "error": {"code": 1, "message": "m"}})
+        ))
+    })
+    .await;
+    let (http, _) = connect(&url);
+    let error = http
+        .request(http.next_id(), "tools/call", None)
+        .await
+        .expect_err("invalid");
+    assert!(matches!(error, HttpError::InvalidAnswer { .. }), "{error}");
+    assert!(error.to_string().contains("both result and error"));
+    assert_eq!(http.counts().invalid, 1);
+}
