@@ -2,12 +2,17 @@
 //!
 //! - `ci`: everything CI checks, in order: test programs, formatting, clippy with warnings
 //!   denied, the tests (fuzz corpora replayed among them), the docs with warnings denied,
-//!   then a short real fuzz run of each target when a nightly toolchain is present.
+//!   the interop tests, then a short real fuzz run of each target when a nightly toolchain
+//!   is present.
 //! - `fuzz [TARGET] [--time SECONDS]`: runs fuzz targets on nightly (all by default, 60 s
 //!   each), installing cargo-fuzz when it is missing.
 //! - `bench`: the criterion benchmarks.
+//! - `interop`: installs `@modelcontextprotocol/server-everything` (npm) and the Python
+//!   `mcp` SDK into `target/interop`, then runs our client against them over stdio and
+//!   Streamable HTTP; it says what it skipped when node/npm or python are missing.
 
 mod fuzz;
+mod interop;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -18,6 +23,7 @@ fn main() -> ExitCode {
         Some("ci") => ci(),
         Some("fuzz") => fuzz::run_from_args(&args[1..]),
         Some("bench") => cargo(&["bench", "--workspace"], &[]),
+        Some("interop") => interop::run_interop(),
         Some(other) => Err(format!(
             "unknown task {other:?}; the tasks are: ci, fuzz, bench"
         )),
@@ -61,6 +67,7 @@ fn ci() -> Result<(), String> {
         &["doc", "--workspace", "--no-deps"],
         &[("RUSTDOCFLAGS", "-D warnings")],
     )?;
+    interop::run_interop()?;
     if fuzz::nightly_available() {
         for target in fuzz::TARGETS {
             fuzz::run_target(target, fuzz::CI_SECONDS)?;

@@ -158,12 +158,12 @@ impl ServerConnection {
                     })?;
                     http_config.bearer_token = Some(token);
                 }
-                let (connection, _notifications) =
+                let (connection, notifications) =
                     maljan_mcp_http::HttpConnection::new(http_config).map_err(ClientError::Http)?;
-                Link::Http(connection)
+                Link::Http(connection, Some(notifications))
             }
         };
-        let remote = matches!(link, Link::Http(_));
+        let remote = matches!(link, Link::Http(..));
         let mut server = Self::with_link(link, settings);
         server.remote = remote;
         server.sample_mount = config.sample_mount.clone();
@@ -324,7 +324,7 @@ impl ServerConnection {
 
         let (manifest, manifest_error) = if tools.iter().any(|t| t.name == CAPABILITIES) {
             let answer = self
-                .send_tool_call(CAPABILITIES, Map::new(), self.settings.setup_timeout)
+                .send_tool_call(CAPABILITIES, Map::new(), None, self.settings.setup_timeout)
                 .await;
             match answer.failure() {
                 Some(f) => (None, Some(format!("{}: {}", f.code, f.message))),
@@ -456,11 +456,13 @@ impl ServerConnection {
         &self,
         tool: &str,
         arguments: Map<String, Value>,
+        meta: Option<Map<String, Value>>,
         wait: Duration,
     ) -> ToolAnswer {
         let params = CallToolParams {
             name: tool.to_owned(),
             arguments: Some(arguments),
+            meta,
         };
         let reply = self
             .request(methods::TOOLS_CALL, to_raw(&params), wait, None, true)
@@ -509,6 +511,13 @@ impl ServerConnection {
                 }),
             )),
         }
+    }
+
+    /// Takes the receiver of the server's notifications (progress, log messages), once.
+    pub fn take_notifications(
+        &mut self,
+    ) -> Option<tokio::sync::mpsc::Receiver<maljan_mcp_proto::jsonrpc::Notification>> {
+        self.connection.take_notifications()
     }
 
     /// What the server's stdout held so far.

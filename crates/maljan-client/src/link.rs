@@ -3,9 +3,10 @@
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use maljan_mcp_http::{HttpConnection, HttpError};
-use maljan_mcp_proto::jsonrpc::{InvalidReason, Reply, RequestId};
+use maljan_mcp_proto::jsonrpc::{InvalidReason, Notification, Reply, RequestId};
 use maljan_mcp_stdio::{CloseReport, Connection, EndsSetup, LineCounts, StoppedBy, TransportError};
 use serde_json::value::RawValue;
+use tokio::sync::mpsc;
 
 /// Why a request got no usable answer from the transport.
 #[derive(Debug, Clone)]
@@ -49,14 +50,14 @@ pub(crate) type Pending = (RequestId, BoxFuture<'static, Result<Reply, LinkFailu
 #[derive(Debug)]
 pub(crate) enum Link {
     Stdio(Box<Connection>),
-    Http(HttpConnection),
+    Http(HttpConnection, Option<mpsc::Receiver<Notification>>),
 }
 
 impl Link {
     pub(crate) fn server(&self) -> &str {
         match self {
             Link::Stdio(c) => c.server(),
-            Link::Http(c) => c.server(),
+            Link::Http(c, _) => c.server(),
         }
     }
 
@@ -75,7 +76,7 @@ impl Link {
                 let id = pending.id().clone();
                 Ok((id, pending.map(|r| r.map_err(LinkFailure::from)).boxed()))
             }
-            Link::Http(c) => {
+            Link::Http(c, _) => {
                 let id = c.next_id();
                 let (connection, method, request_id) = (c.clone(), method.to_owned(), id.clone());
                 let answer = async move {
@@ -96,7 +97,14 @@ impl Link {
     ) -> Result<(), LinkFailure> {
         match self {
             Link::Stdio(c) => Ok(c.notify(method, params).await?),
-            Link::Http(c) => Ok(c.notify(method, params).await?),
+            Link::Http(c, _) => Ok(c.notify(method, params).await?),
+        }
+    }
+
+    pub(crate) fn take_notifications(&mut self) -> Option<mpsc::Receiver<Notification>> {
+        match self {
+            Link::Stdio(c) => c.take_notifications(),
+            Link::Http(_, receiver) => receiver.take(),
         }
     }
 
@@ -109,14 +117,14 @@ impl Link {
     pub(crate) fn set_protocol(&self, version: maljan_mcp_proto::mcp::ProtocolVersion) {
         match self {
             Link::Stdio(c) => c.set_batches_allowed(version.allows_batches()),
-            Link::Http(c) => c.set_protocol_version(version.as_str()),
+            Link::Http(c, _) => c.set_protocol_version(version.as_str()),
         }
     }
 
     pub(crate) fn counts(&self) -> LineCounts {
         match self {
             Link::Stdio(c) => c.counts(),
-            Link::Http(c) => {
+            Link::Http(c, _) => {
                 let counts = c.counts();
                 LineCounts {
                     messages: counts.messages,
@@ -131,16 +139,16 @@ impl Link {
     pub(crate) fn stderr_tail(&self) -> String {
         match self {
             Link::Stdio(c) => c.stderr_tail(),
-            Link::Http(_) => String::new(),
+            Link::Http(..) => String::new(),
         }
     }
 
     pub(crate) async fn close(self) -> CloseReport {
         match self {
             Link::Stdio(c) => (*c).close().await,
-            Link::Http(c) => {
+            Link::Http(c, _) => {
                 c.close().await;
-                let counts = Link::Http(c).counts();
+                let counts = Link::Http(c, None).counts();
                 CloseReport {
                     status: None,
                     stopped_by: StoppedBy::NoChild,

@@ -77,7 +77,20 @@ impl ServerConnection {
             }
             _ => None,
         };
-        self.call_prepared(tool, arguments, sent).await
+        self.call_prepared(tool, arguments, sent, None).await
+    }
+
+    /// [`call`](Self::call), asking the server for progress notifications under `token`
+    /// (`_meta.progressToken`); read them from [`take_notifications`](Self::take_notifications).
+    pub async fn call_with_progress(
+        &self,
+        tool: &str,
+        arguments: Value,
+        token: Value,
+    ) -> Result<ToolAnswer, ClientError> {
+        let mut meta = serde_json::Map::new();
+        meta.insert("progressToken".to_owned(), token);
+        self.call_prepared(tool, arguments, None, Some(meta)).await
     }
 
     /// A call without staging: how the transfer primitives themselves are called.
@@ -86,7 +99,7 @@ impl ServerConnection {
         tool: &str,
         arguments: Value,
     ) -> Result<ToolAnswer, ClientError> {
-        self.call_prepared(tool, arguments, None).await
+        self.call_prepared(tool, arguments, None, None).await
     }
 
     /// Cap → breaker → call → answer → ledger, with `sent` going out in place of the
@@ -96,6 +109,7 @@ impl ServerConnection {
         tool: &str,
         arguments: Value,
         sent: Option<Value>,
+        meta: Option<serde_json::Map<String, Value>>,
     ) -> Result<ToolAnswer, ClientError> {
         let started_at = SystemTime::now();
         let start = Instant::now();
@@ -110,7 +124,7 @@ impl ServerConnection {
                 let guarded = self
                     .guard
                     .run(|| async {
-                        let answer = self.send_tool_call(tool, map, wait).await;
+                        let answer = self.send_tool_call(tool, map, meta, wait).await;
                         let verdict = verdict(&answer);
                         (answer, verdict)
                     })

@@ -65,6 +65,9 @@ pub struct CallToolParams {
     /// Its arguments.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arguments: Option<Map<String, Value>>,
+    /// Request metadata, such as `progressToken` to be sent progress notifications.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Map<String, Value>>,
 }
 
 /// `tools/call` result.

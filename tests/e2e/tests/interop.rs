@@ -1,0 +1,216 @@
+//! Our client against third-party MCP servers, over stdio and Streamable HTTP: the
+//! TypeScript SDK's `server-everything` and a small server on the Python SDK.
+//!
+//! These tests need the peers installed: `cargo xtask interop` installs them into a cache
+//! folder and runs these tests with their paths in the environment (and says which it
+//! skipped). Run by hand, they are ignored.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use maljan_client::{ClientSettings, ServerCommand, ServerConfig, ServerConnection};
+use serde_json::{Value, json};
+
+/// The Python SDK server the tests run: echo, get-sum and a long-running tool with progress.
+const PYTHON_SERVER: &str = r#"
+import asyncio, sys
+from mcp.server.fastmcp import FastMCP, Context
+
+mcp = FastMCP("python-interop", host="127.0.0.1", port=int(sys.argv[2]) if len(sys.argv) > 2 else 8000)
+
+@mcp.tool()
+def echo(message: str) -> str:
+    return f"Echo: {message}"
+
+@mcp.tool(name="get-sum")
+def get_sum(a: float, b: float) -> float:
+    return a + b
+
+@mcp.tool(name="trigger-long-running-operation")
+async def long_running(duration: float, steps: int, ctx: Context) -> str:
+    for step in range(1, steps + 1):
+        await asyncio.sleep(duration / steps)
+        await ctx.report_progress(step, steps, f"step {step}")
+    return f"done in {steps} steps"
+
+mcp.run(transport=sys.argv[1])
+"#;
+
+fn env(name: &str) -> String {
+    std::env::var(name)
+        .unwrap_or_else(|_| panic!("{name} is not set: run these tests with `cargo xtask interop`"))
+}
+
+/// A child server over HTTP, killed at the end of the test.
+struct HttpPeer(Child);
+
+impl Drop for HttpPeer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// Starts an HTTP peer and waits for the line on stderr that says it listens.
+fn start_http(mut command: Command, ready: &str) -> HttpPeer {
+    let mut child = command
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("the peer starts");
+    let stderr = BufReader::new(child.stderr.take().expect("stderr"));
+    let mut lines = stderr.lines();
+    loop {
+        let line = lines
+            .next()
+            .expect("the peer announces it listens")
+            .expect("a line");
+        if line.contains(ready) {
+            break;
+        }
+    }
+    std::thread::spawn(move || for _ in lines {});
+    HttpPeer(child)
+}
+
+fn text_of(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Setup, the tool list, echo, get-sum, and the long-running tool with progress.
+async fn exercise(config: ServerConfig) {
+    let settings = ClientSettings {
+        default_timeout: Duration::from_secs(60),
+        ..ClientSettings::default()
+    };
+    let mut server = ServerConnection::connect(&config, settings)
+        .await
+        .expect("sets up");
+    let names: Vec<String> = server
+        .model_tools()
+        .expect("set up")
+        .iter()
+        .map(|t| t.name.clone())
+        .collect();
+    for tool in ["echo", "get-sum", "trigger-long-running-operation"] {
+        assert!(
+            names.iter().any(|n| n == tool),
+            "{tool} missing from {names:?}"
+        );
+    }
+    let echo = server
+        .call("echo", json!({"message": "hello interop"}))
+        .await
+        .expect("call");
+    assert!(echo.is_ok(), "{echo:?}");
+    assert!(
+        text_of(&echo.value).contains("hello interop"),
+        "{:?}",
+        echo.value
+    );
+    let sum = server
+        .call("get-sum", json!({"a": 2, "b": 3}))
+        .await
+        .expect("call");
+    assert!(sum.is_ok(), "{sum:?}");
+    assert!(text_of(&sum.value).contains('5'), "{:?}", sum.value);
+
+    let mut notifications = server
+        .take_notifications()
+        .expect("the notification receiver");
+    let long = server
+        .call_with_progress(
+            "trigger-long-running-operation",
+            json!({"duration": 1, "steps": 3}),
+            json!("interop-1"),
+        )
+        .await
+        .expect("call");
+    assert!(long.is_ok(), "{long:?}");
+    let mut progress = 0;
+    while let Ok(n) = notifications.try_recv() {
+        if n.method == "notifications/progress"
+            && n.params
+                .as_ref()
+                .is_some_and(|p| p.get().contains("interop-1"))
+        {
+            progress += 1;
+        }
+    }
+    assert!(progress >= 1, "no progress notification arrived");
+    server.close().await;
+}
+
+#[tokio::test]
+#[ignore = "run by cargo xtask interop"]
+async fn server_everything_over_stdio() {
+    let command = ServerCommand::new(env("MALJAN_INTEROP_NODE"))
+        .arg(env("MALJAN_INTEROP_EVERYTHING"))
+        .arg("stdio");
+    exercise(ServerConfig::stdio("everything", command)).await;
+}
+
+#[tokio::test]
+#[ignore = "run by cargo xtask interop"]
+async fn server_everything_over_streamable_http() {
+    let port = free_port();
+    let mut command = Command::new(env("MALJAN_INTEROP_NODE"));
+    command
+        .arg(env("MALJAN_INTEROP_EVERYTHING"))
+        .arg("streamableHttp")
+        .env("PORT", port.to_string());
+    let _peer = start_http(command, &port.to_string());
+    exercise(ServerConfig::http(
+        "everything",
+        format!("http://127.0.0.1:{port}/mcp"),
+    ))
+    .await;
+}
+
+fn python_script() -> tempfile::NamedTempFile {
+    let script = tempfile::Builder::new()
+        .suffix(".py")
+        .tempfile()
+        .expect("temp file");
+    std::fs::write(script.path(), PYTHON_SERVER).expect("write");
+    script
+}
+
+#[tokio::test]
+#[ignore = "run by cargo xtask interop"]
+async fn python_sdk_server_over_stdio() {
+    let script = python_script();
+    let command = ServerCommand::new(env("MALJAN_INTEROP_PYTHON"))
+        .arg(script.path().display().to_string())
+        .arg("stdio");
+    exercise(ServerConfig::stdio("python", command)).await;
+}
+
+#[tokio::test]
+#[ignore = "run by cargo xtask interop"]
+async fn python_sdk_server_over_streamable_http() {
+    let script = python_script();
+    let port = free_port();
+    let mut command = Command::new(env("MALJAN_INTEROP_PYTHON"));
+    command
+        .arg(script.path())
+        .arg("streamable-http")
+        .arg(port.to_string());
+    let _peer = start_http(command, "Uvicorn running");
+    exercise(ServerConfig::http(
+        "python",
+        format!("http://127.0.0.1:{port}/mcp"),
+    ))
+    .await;
+}
