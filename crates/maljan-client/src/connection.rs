@@ -336,6 +336,7 @@ impl ServerConnection {
         } else {
             (None, None)
         };
+        self.connection.listen();
         Ok(ServerSetup {
             protocol,
             server_info: init.server_info,

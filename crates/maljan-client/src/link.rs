@@ -108,6 +108,13 @@ impl Link {
         }
     }
 
+    /// Opens the server's optional message stream, where the transport has one.
+    pub(crate) fn listen(&self) {
+        if let Link::Http(c, _) = self {
+            drop(c.listen());
+        }
+    }
+
     pub(crate) fn close_setup_window(&self) {
         if let Link::Stdio(c) = self {
             c.close_setup_window();

@@ -94,6 +94,7 @@ struct Inner {
     next_id: AtomicI64,
     counts: Mutex<HttpCounts>,
     notifications: mpsc::Sender<Notification>,
+    listener: Mutex<Option<tokio::task::AbortHandle>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -165,6 +166,7 @@ impl HttpConnection {
                     next_id: AtomicI64::new(1),
                     counts: Mutex::default(),
                     notifications: tx,
+                    listener: Mutex::default(),
                 }),
             },
             rx,
@@ -481,6 +483,73 @@ impl HttpConnection {
         }
     }
 
+    /// Opens the optional GET stream for messages the server sends on its own (call once,
+    /// after setup). A server without one answers 405, which is fine: the stream is then
+    /// simply not there. The stream's notifications go where the others do; it ends with
+    /// the connection or when the server closes it.
+    pub fn listen(&self) -> tokio::task::JoinHandle<()> {
+        let connection = self.clone();
+        let task = tokio::spawn(async move {
+            let mut get = connection
+                .inner
+                .client
+                .get(&connection.inner.config.url)
+                .header(ACCEPT, "text/event-stream");
+            if let Some(session) = connection.session_id() {
+                get = get.header(SESSION_HEADER, session);
+            }
+            if let Some(version) = lock(&connection.inner.protocol_version).clone() {
+                get = get.header(VERSION_HEADER, version);
+            }
+            let response = match get.send().await {
+                Ok(r) if r.status() == reqwest::StatusCode::METHOD_NOT_ALLOWED => {
+                    tracing::debug!(
+                        server = connection.server(),
+                        "the server offers no GET stream (405)"
+                    );
+                    return;
+                }
+                Ok(r) if r.status().is_success() => r,
+                Ok(r) => {
+                    tracing::debug!(
+                        server = connection.server(),
+                        status = r.status().as_u16(),
+                        "no GET stream"
+                    );
+                    return;
+                }
+                Err(e) => {
+                    tracing::debug!(
+                        server = connection.server(),
+                        "no GET stream: {}",
+                        error_chain(&e)
+                    );
+                    return;
+                }
+            };
+            let mut parser = SseParser::new(connection.inner.config.max_event_bytes);
+            let mut stream = response.bytes_stream();
+            let nobody = RequestId::String(String::new());
+            while let Some(Ok(chunk)) = stream.next().await {
+                parser.feed(&chunk);
+                while let Some(item) = parser.next_item() {
+                    match item {
+                        SseItem::Event(event) => {
+                            let _ = connection.handle_line(event.data.as_bytes(), &nobody).await;
+                        }
+                        SseItem::Oversized { .. } => lock(&connection.inner.counts).oversized += 1,
+                        SseItem::NotUtf8 { .. } => return,
+                        SseItem::Retry(_) => {}
+                    }
+                }
+            }
+        });
+        if let Some(old) = lock(&self.inner.listener).replace(task.abort_handle()) {
+            old.abort();
+        }
+        task
+    }
+
     /// Sends a notification; the server answers 202 Accepted.
     pub async fn notify(
         &self,
@@ -503,8 +572,12 @@ impl HttpConnection {
             .map(drop)
     }
 
-    /// Ends the session with DELETE (a server that answers 405 keeps it; that is fine).
+    /// Stops the GET stream and ends the session with DELETE (a server that answers 405
+    /// keeps it; that is fine).
     pub async fn close(&self) {
+        if let Some(listener) = lock(&self.inner.listener).take() {
+            listener.abort();
+        }
         let Some(session) = lock(&self.inner.session).take() else {
             return;
         };

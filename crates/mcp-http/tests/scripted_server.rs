@@ -316,3 +316,51 @@ async fn an_invalid_answer_naming_the_request_fails_it_at_once() {
     assert!(error.to_string().contains("both result and error"));
     assert_eq!(http.counts().invalid, 1);
 }
+
+#[tokio::test]
+async fn the_get_stream_delivers_server_notifications_and_a_405_is_tolerated() {
+    let (url, _) = serve(|s, _| match s.method {
+        Method::GET => sse_reply(
+            "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n"
+                .to_owned(),
+        ),
+        _ => status(StatusCode::ACCEPTED),
+    })
+    .await;
+    let (http, mut notes) = connect(&url);
+    http.listen()
+        .await
+        .expect("the stream task ends with the stream");
+    assert_eq!(
+        notes.try_recv().expect("a notification").method,
+        "notifications/tools/list_changed"
+    );
+
+    let (url, seen) = serve(|_, _| status(StatusCode::METHOD_NOT_ALLOWED)).await;
+    let (http, mut notes) = connect(&url);
+    http.listen().await.expect("a 405 ends the task quietly");
+    assert!(notes.try_recv().is_err());
+    assert_eq!(seen.lock().expect("lock")[0].method, Method::GET);
+}
+
+#[tokio::test]
+async fn the_bearer_token_and_extra_headers_are_sent_and_never_shown() {
+    let (url, seen) =
+        serve(|s, _| json_reply(json!({"jsonrpc": "2.0", "id": request_id(s), "result": {}})))
+            .await;
+    let mut config = HttpConfig::new("scripted", &url);
+    config.bearer_token = Some("s3cret-token".into());
+    config.headers = vec![("X-Team".into(), "triage".into())];
+    assert!(!format!("{config:?}").contains("s3cret-token"));
+    let (http, _) = HttpConnection::new(config).expect("a connection");
+    assert!(!format!("{http:?}").contains("s3cret-token"));
+    http.request(http.next_id(), "ping", None)
+        .await
+        .expect("answered");
+    let seen = seen.lock().expect("lock");
+    assert_eq!(
+        seen[0].headers.get("authorization").expect("auth"),
+        "Bearer s3cret-token"
+    );
+    assert_eq!(seen[0].headers.get("x-team").expect("extra"), "triage");
+}
