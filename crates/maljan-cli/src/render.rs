@@ -11,8 +11,12 @@ pub(crate) fn card(card: &ServerCard) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "server {}: {} {} (protocol {})",
-        card.server, card.server_info.name, card.server_info.version, card.protocol_version
+        "server {}: {} {} (protocol {}, over {})",
+        card.server,
+        card.server_info.name,
+        card.server_info.version,
+        card.protocol_version,
+        card.transport
     );
     let width = card.tools.iter().map(|t| t.name.len()).max().unwrap_or(0);
     let _ = writeln!(out, "tools ({}):", card.tools.len());
@@ -39,7 +43,19 @@ pub(crate) fn card(card: &ServerCard) -> String {
     if !card.primitives.is_empty() {
         let _ = writeln!(out, "platform primitives: {}", card.primitives.join(", "));
     }
-    let _ = writeln!(out, "stdout: {}", card.stdout);
+    match card.transport {
+        "stdio" => {
+            let _ = writeln!(out, "stdout: {}", card.stdout);
+        }
+        other => {
+            let c = &card.stdout;
+            let _ = writeln!(
+                out,
+                "{other} replies: {} messages, {} invalid, {} oversized",
+                c.messages, c.invalid, c.oversized
+            );
+        }
+    }
     out
 }
 

@@ -23,7 +23,9 @@ pub struct ServerCard {
     pub manifest: Option<CapabilityManifest>,
     /// Why the manifest could not be read, when it could not.
     pub manifest_error: Option<String>,
-    /// What the server's stdout held so far.
+    /// How the server is reached: `stdio` or `http`.
+    pub transport: &'static str,
+    /// What the server's stdout (or, over HTTP, its replies) held so far.
     pub stdout: LineCounts,
 }
 
@@ -61,6 +63,7 @@ impl ServerCard {
         tools: &[Tool],
         manifest: Option<&CapabilityManifest>,
         manifest_error: Option<&str>,
+        transport: &'static str,
         stdout: LineCounts,
     ) -> ServerCard {
         let available = |name: &str| {
@@ -104,6 +107,7 @@ impl ServerCard {
                 .collect(),
             manifest: manifest.cloned(),
             manifest_error: manifest_error.map(str::to_owned),
+            transport,
             stdout,
         }
     }

@@ -411,6 +411,7 @@ impl ServerConnection {
             &setup.tools,
             setup.manifest.as_ref(),
             setup.manifest_error.as_deref(),
+            self.connection.transport(),
             self.connection.counts(),
         ))
     }

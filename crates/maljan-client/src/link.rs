@@ -54,6 +54,13 @@ pub(crate) enum Link {
 }
 
 impl Link {
+    pub(crate) fn transport(&self) -> &'static str {
+        match self {
+            Link::Stdio(_) => "stdio",
+            Link::Http(..) => "http",
+        }
+    }
+
     pub(crate) fn server(&self) -> &str {
         match self {
             Link::Stdio(c) => c.server(),
