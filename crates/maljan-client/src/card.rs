@@ -1,7 +1,9 @@
 use maljan_mcp_proto::maljan::{CapabilityManifest, is_platform_primitive};
-use maljan_mcp_proto::mcp::{Implementation, Tool};
+use maljan_mcp_proto::mcp::Implementation;
 use maljan_mcp_stdio::LineCounts;
 use serde::Serialize;
+
+use crate::ServerSetup;
 
 /// What a connection test shows of a server: who it is, its tools, the ones that cannot run
 /// here with why and what to do, and what its stdout held besides the protocol.
@@ -58,14 +60,12 @@ pub struct UnavailableTool {
 impl ServerCard {
     pub(crate) fn new(
         server: &str,
-        server_info: &Implementation,
-        protocol_version: &str,
-        tools: &[Tool],
-        manifest: Option<&CapabilityManifest>,
-        manifest_error: Option<&str>,
+        setup: &ServerSetup,
         transport: &'static str,
         stdout: LineCounts,
     ) -> ServerCard {
+        let manifest = setup.manifest.as_ref();
+        let tools = &setup.tools;
         let available = |name: &str| {
             manifest
                 .and_then(|m| m.tool(name))
@@ -73,8 +73,8 @@ impl ServerCard {
         };
         ServerCard {
             server: server.to_owned(),
-            server_info: server_info.clone(),
-            protocol_version: protocol_version.to_owned(),
+            server_info: setup.server_info.clone(),
+            protocol_version: setup.protocol.as_str().to_owned(),
             tools: tools
                 .iter()
                 .filter(|t| !is_platform_primitive(&t.name))
@@ -106,7 +106,7 @@ impl ServerCard {
                 .map(|t| t.name.clone())
                 .collect(),
             manifest: manifest.cloned(),
-            manifest_error: manifest_error.map(str::to_owned),
+            manifest_error: setup.manifest_error.clone(),
             transport,
             stdout,
         }

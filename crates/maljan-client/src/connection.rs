@@ -406,11 +406,7 @@ impl ServerConnection {
         let setup = self.require_setup()?;
         Ok(ServerCard::new(
             &self.name,
-            &setup.server_info,
-            setup.protocol.as_str(),
-            &setup.tools,
-            setup.manifest.as_ref(),
-            setup.manifest_error.as_deref(),
+            setup,
             self.connection.transport(),
             self.connection.counts(),
         ))

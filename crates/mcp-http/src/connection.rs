@@ -4,10 +4,10 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use maljan_mcp_proto::jsonrpc::{
-    DecodedLine, ErrorObject, ErrorResponse, Message, Notification, Reply, Request, RequestId,
-    Response, decode_line, error_codes,
+    DecodedLine, ErrorResponse, Message, Notification, Reply, Request, RequestId, Response,
+    decode_line,
 };
-use maljan_mcp_proto::mcp::methods;
+use maljan_mcp_proto::mcp::{answer_as_client, methods};
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::value::RawValue;
 use tokio::sync::mpsc;
@@ -230,6 +230,25 @@ impl HttpConnection {
         request
     }
 
+    /// A GET of the endpoint's SSE stream, resuming after `last_event_id` when given.
+    fn get_stream(&self, last_event_id: Option<&str>) -> reqwest::RequestBuilder {
+        let mut get = self
+            .inner
+            .client
+            .get(&self.inner.config.url)
+            .header(ACCEPT, "text/event-stream");
+        if let Some(id) = last_event_id {
+            get = get.header(LAST_EVENT_ID, id);
+        }
+        if let Some(session) = self.session_id() {
+            get = get.header(SESSION_HEADER, session);
+        }
+        if let Some(version) = lock(&self.inner.protocol_version).clone() {
+            get = get.header(VERSION_HEADER, version);
+        }
+        get
+    }
+
     /// Fails on statuses other than success, naming an expired session.
     async fn check_status(
         &self,
@@ -389,18 +408,7 @@ impl HttpConnection {
             );
             parser.finish();
             let sent_session = self.session_id();
-            let mut get = self
-                .inner
-                .client
-                .get(&self.inner.config.url)
-                .header(ACCEPT, "text/event-stream")
-                .header(LAST_EVENT_ID, last_id);
-            if let Some(session) = &sent_session {
-                get = get.header(SESSION_HEADER, session);
-            }
-            if let Some(version) = lock(&self.inner.protocol_version).clone() {
-                get = get.header(VERSION_HEADER, version);
-            }
+            let get = self.get_stream(Some(&last_id));
             let resumed = get.send().await.map_err(|e| self.unreachable(&e))?;
             response = self.check_status(resumed, sent_session.as_deref()).await?;
         }
@@ -464,20 +472,7 @@ impl HttpConnection {
     }
 
     async fn answer_server_request(&self, request: Request) {
-        let reply = if request.method == methods::PING {
-            Message::Response(Response {
-                id: request.id,
-                result: RawValue::from_string("{}".to_owned()).expect("{} is JSON"),
-            })
-        } else {
-            Message::Error(ErrorResponse {
-                id: Some(request.id),
-                error: ErrorObject::new(
-                    error_codes::METHOD_NOT_FOUND,
-                    format!("this client does not serve {}", request.method),
-                ),
-            })
-        };
+        let reply = answer_as_client(request);
         if let Ok(response) = self.post(reply.to_line()).send().await {
             let _ = self.check_status(response, None).await;
         }
@@ -490,17 +485,7 @@ impl HttpConnection {
     pub fn listen(&self) -> tokio::task::JoinHandle<()> {
         let connection = self.clone();
         let task = tokio::spawn(async move {
-            let mut get = connection
-                .inner
-                .client
-                .get(&connection.inner.config.url)
-                .header(ACCEPT, "text/event-stream");
-            if let Some(session) = connection.session_id() {
-                get = get.header(SESSION_HEADER, session);
-            }
-            if let Some(version) = lock(&connection.inner.protocol_version).clone() {
-                get = get.header(VERSION_HEADER, version);
-            }
+            let get = connection.get_stream(None);
             let response = match get.send().await {
                 Ok(r) if r.status() == reqwest::StatusCode::METHOD_NOT_ALLOWED => {
                     tracing::debug!(

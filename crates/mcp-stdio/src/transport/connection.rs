@@ -8,10 +8,9 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use maljan_mcp_proto::jsonrpc::{
-    ErrorObject, ErrorResponse, Message, Notification, Reply, Request, RequestId, Response,
-    error_codes,
+    ErrorResponse, Message, Notification, Reply, Request, RequestId, Response,
 };
-use maljan_mcp_proto::mcp::methods;
+use maljan_mcp_proto::mcp::{answer_as_client, methods};
 use serde_json::value::RawValue;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
@@ -525,20 +524,7 @@ async fn handle_event(
             }
         }
         Event::Message(Message::Request(request)) => {
-            let reply = if request.method == methods::PING {
-                Message::Response(Response {
-                    id: request.id,
-                    result: RawValue::from_string("{}".to_owned()).expect("{} is JSON"),
-                })
-            } else {
-                Message::Error(ErrorResponse {
-                    id: Some(request.id),
-                    error: ErrorObject::new(
-                        error_codes::METHOD_NOT_FOUND,
-                        format!("this client does not serve {}", request.method),
-                    ),
-                })
-            };
+            let reply = answer_as_client(request);
             let _ = shared.send_line(encode(&reply)).await;
         }
         Event::Message(Message::Notification(notification)) => {
