@@ -120,3 +120,50 @@ async fn a_request_from_another_origin_is_refused() {
         .expect_err("refused");
     assert!(error.to_string().contains("403"), "{error}");
 }
+
+#[tokio::test]
+async fn a_file_of_several_chunks_goes_up_and_comes_back_over_http() {
+    let sidecar = start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let job = Arc::new(Job::create(dir.path().join("job")).expect("job"));
+    let settings = ClientSettings {
+        job: Some(job.clone()),
+        ..ClientSettings::default()
+    };
+    let server = ServerConnection::connect(&ServerConfig::http("remote", &sidecar.url), settings)
+        .await
+        .expect("sets up over HTTP");
+    let bytes: Vec<u8> = (0..9 * 1024 * 1024 + 17)
+        .map(|i: u32| (i.wrapping_mul(2_654_435_761) >> 11) as u8)
+        .collect();
+    let local = job.dir().join("three-chunks.bin");
+    std::fs::write(&local, &bytes).expect("write");
+    let chunk = maljan_staging::CHUNK_BYTES;
+    let receipt = maljan_staging::upload(
+        &server,
+        &local,
+        "three-chunks.bin",
+        UploadMode::Chunked,
+        chunk as usize,
+        |_, _| {},
+    )
+    .await
+    .expect("uploaded over HTTP");
+    let origin = maljan_staging::Origin {
+        step: None,
+        server: "remote".into(),
+        tool: "get_file".into(),
+    };
+    let stored = maljan_staging::download(
+        &server,
+        &receipt.remote_path,
+        job.store(),
+        origin,
+        chunk,
+        |_, _| {},
+    )
+    .await
+    .expect("downloaded over HTTP");
+    assert_eq!(stored.sha256, format!("{:x}", Sha256::digest(&bytes)));
+    server.close().await;
+}

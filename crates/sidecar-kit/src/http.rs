@@ -19,6 +19,8 @@ use crate::server::{Answer, encode, error_reply};
 use crate::{Job, Server};
 
 const SESSION_HEADER: &str = "mcp-session-id";
+/// The largest request body accepted: a 4 MiB file chunk in base64 fits many times over.
+pub const MAX_REQUEST_BYTES: usize = 64 * 1024 * 1024;
 
 /// One MCP session: its job and its calls in flight.
 #[derive(Debug)]
@@ -216,7 +218,8 @@ async fn handle_delete(State(state): State<Arc<HttpState>>, headers: HeaderMap) 
 impl Server {
     /// Serves Streamable HTTP on `listener` at `/mcp`: each session gets its own job
     /// directory (removed when the session ends); requests whose `Origin` is not this host
-    /// are refused (403); the GET stream is not offered (405).
+    /// are refused (403); the GET stream is not offered (405); request bodies are bounded
+    /// by [`MAX_REQUEST_BYTES`].
     pub async fn serve_http(self, listener: tokio::net::TcpListener) -> io::Result<()> {
         let state = Arc::new(HttpState {
             server: Arc::new(self),
@@ -229,6 +232,7 @@ impl Server {
                     .delete(handle_delete)
                     .get(|| async { StatusCode::METHOD_NOT_ALLOWED }),
             )
+            .layer(axum::extract::DefaultBodyLimit::max(MAX_REQUEST_BYTES))
             .with_state(state);
         axum::serve(listener, app).await
     }

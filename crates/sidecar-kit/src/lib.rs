@@ -47,6 +47,7 @@ mod stdio_safe;
 mod tool;
 mod transfer;
 
+pub use http::MAX_REQUEST_BYTES;
 pub use job::{JOB_DIR_ENV, Job};
 pub use logging::log_to_stderr;
 pub use probe::{Probe, ProbeResult};
