@@ -500,6 +500,13 @@ impl ServerConnection {
                     Some("report this to the server's authors".to_owned()),
                 ))
             }
+            Err(RequestFailure::Transport(LinkFailure::Refused(message))) => {
+                ToolAnswer::failed(ToolFailure::new(
+                    ErrorCode::RpcError,
+                    message,
+                    Some("check the server's logs; it refused the request".to_owned()),
+                ))
+            }
             Err(RequestFailure::Transport(e)) => ToolAnswer::failed(ToolFailure::new(
                 ErrorCode::ConnectionLost,
                 e.to_string(),

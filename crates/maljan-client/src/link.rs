@@ -13,6 +13,9 @@ use tokio::sync::mpsc;
 pub(crate) enum LinkFailure {
     /// The answer failed validation.
     InvalidAnswer(InvalidReason),
+    /// The server refused the request at the transport level (an HTTP error status): an
+    /// answer, not a lost connection.
+    Refused(String),
     /// The connection is gone or the request could not be made; the message says why.
     Lost(String),
 }
@@ -30,6 +33,7 @@ impl From<HttpError> for LinkFailure {
     fn from(e: HttpError) -> Self {
         match e {
             HttpError::InvalidAnswer { reason, .. } => LinkFailure::InvalidAnswer(reason),
+            status @ HttpError::Status { .. } => LinkFailure::Refused(status.to_string()),
             other => LinkFailure::Lost(other.to_string()),
         }
     }
@@ -39,7 +43,7 @@ impl std::fmt::Display for LinkFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             LinkFailure::InvalidAnswer(reason) => write!(f, "an invalid answer: {reason}"),
-            LinkFailure::Lost(message) => f.write_str(message),
+            LinkFailure::Refused(message) | LinkFailure::Lost(message) => f.write_str(message),
         }
     }
 }
