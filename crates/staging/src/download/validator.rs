@@ -96,6 +96,20 @@ impl DownloadValidator {
         })
     }
 
+    /// The call that would follow once everything before `offset` is in: for asking ahead.
+    /// `None` before the size is known (except at the next offset) or at the end.
+    pub fn request_at(&self, offset: u64) -> Option<ChunkRequest> {
+        if offset == self.next_offset {
+            return self.next_request();
+        }
+        let size = self.size?;
+        (offset < size).then(|| ChunkRequest {
+            path: self.path.clone(),
+            offset,
+            length: self.chunk_len.min(size - offset),
+        })
+    }
+
     /// Bytes received so far, and the size once stated.
     pub fn progress(&self) -> (u64, Option<u64>) {
         (self.next_offset, self.size)

@@ -1,0 +1,114 @@
+//! The download driver, which asks for chunks ahead, against in-memory servers that choose
+//! their own chunk sizes.
+
+use std::sync::Mutex;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use maljan_mcp_proto::maljan::ToolFailure;
+use maljan_staging::{ArtefactStore, DownloadError, Origin, ToolCaller, download};
+use proptest::prelude::*;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+/// Serves `file` through `get_file`, answering at most `choices[n]` bytes to the n-th call.
+struct MemoryServer {
+    file: Vec<u8>,
+    choices: Vec<u64>,
+    calls: Mutex<usize>,
+    lie_about_digest: bool,
+}
+
+impl ToolCaller for MemoryServer {
+    async fn call_tool(&self, tool: &str, arguments: Value) -> Result<Value, ToolFailure> {
+        assert_eq!(tool, "get_file");
+        let n = {
+            let mut calls = self.calls.lock().expect("lock");
+            *calls += 1;
+            *calls - 1
+        };
+        let offset = arguments["offset"].as_u64().expect("offset");
+        let length = arguments["length"].as_u64().expect("length");
+        let take = length.min(self.choices[n % self.choices.len()].max(1));
+        let start = (offset as usize).min(self.file.len());
+        let end = (start + take as usize).min(self.file.len());
+        let sha = if self.lie_about_digest {
+            "00".repeat(32)
+        } else {
+            format!("{:x}", Sha256::digest(&self.file))
+        };
+        Ok(
+            json!({"size": self.file.len(), "sha256": sha, "offset": offset,
+            "content_base64": STANDARD.encode(&self.file[start..end])}),
+        )
+    }
+}
+
+fn origin() -> Origin {
+    Origin {
+        step: None,
+        server: "memory".into(),
+        tool: "get_file".into(),
+    }
+}
+
+fn fetch(
+    file: Vec<u8>,
+    chunk: u64,
+    choices: Vec<u64>,
+    lie: bool,
+) -> (Result<Vec<u8>, DownloadError>, usize) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = ArtefactStore::open(dir.path()).expect("store");
+    let server = MemoryServer {
+        file,
+        choices,
+        calls: Mutex::new(0),
+        lie_about_digest: lie,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let result = runtime.block_on(download(
+        &server,
+        "out/f",
+        &store,
+        origin(),
+        chunk,
+        |_, _| {},
+    ));
+    let leftovers = std::fs::read_dir(dir.path())
+        .expect("dir")
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().starts_with(".incoming"))
+        })
+        .count();
+    (
+        result.map(|stored| std::fs::read(stored.path).expect("stored")),
+        leftovers,
+    )
+}
+
+proptest! {
+    #[test]
+    fn any_chunk_sizes_the_server_chooses_give_the_file(
+        file in prop::collection::vec(any::<u8>(), 0..5000),
+        chunk in 1u64..700,
+        choices in prop::collection::vec(1u64..900, 1..6),
+    ) {
+        let (result, leftovers) = fetch(file.clone(), chunk, choices, false);
+        prop_assert_eq!(result.expect("downloaded"), file);
+        prop_assert_eq!(leftovers, 0);
+    }
+}
+
+#[test]
+fn a_wrong_digest_leaves_nothing_behind() {
+    let (result, leftovers) = fetch(vec![7u8; 3000], 256, vec![256], true);
+    assert!(
+        matches!(result, Err(DownloadError::DigestMismatch { .. })),
+        "{result:?}"
+    );
+    assert_eq!(leftovers, 0, "no temporary file is left");
+}
