@@ -13,18 +13,39 @@ use crate::error::CliError;
 use crate::{Format, arguments, connect, ledger_file, print_json, progress, render};
 
 /// The `call` subcommand's options.
-#[derive(Debug)]
+#[derive(Debug, clap::Args)]
 pub(crate) struct CallOptions {
+    /// The server.
     pub(crate) server: String,
+    /// The tool.
     pub(crate) tool: String,
+    /// key=value or key:=JSON pairs.
     pub(crate) arguments: Vec<String>,
+    /// All arguments as one JSON object (pairs are added on top).
+    #[arg(long, value_name = "OBJECT")]
     pub(crate) json: Option<String>,
+    /// How long to wait when the server's manifest gives no timeout_s, in seconds.
+    #[arg(long, value_name = "SECONDS")]
     pub(crate) timeout: Option<f64>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
     pub(crate) format: Format,
+    /// Print the server card before the answer.
+    #[arg(long)]
     pub(crate) card: bool,
+    /// The JSON Lines file the call is recorded in
+    /// (default: $XDG_STATE_HOME/maljan/ledger.jsonl or ~/.local/state/maljan/ledger.jsonl).
+    #[arg(long, env = "MALJAN_LEDGER", value_name = "PATH")]
     pub(crate) ledger: Option<PathBuf>,
+    /// Copy FILE into the job's directory as the sample and pass that copy wherever an
+    /// argument names FILE; a server elsewhere gets it uploaded (the transport decides).
+    #[arg(long, value_name = "FILE")]
     pub(crate) stage: Option<PathBuf>,
+    /// The job's directory (default with --stage or --take: a new one beside the ledger).
+    #[arg(long, value_name = "DIR")]
     pub(crate) job: Option<PathBuf>,
+    /// Take the files the tool names in its answer into the job's artefact store.
+    #[arg(long)]
     pub(crate) take: bool,
 }
 

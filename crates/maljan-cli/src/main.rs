@@ -57,40 +57,7 @@ enum Command {
         json: bool,
     },
     /// Call one tool. Arguments: key=value (a string), key:=JSON (any JSON value), or --json.
-    Call {
-        /// The server.
-        server: String,
-        /// The tool.
-        tool: String,
-        /// key=value or key:=JSON pairs.
-        arguments: Vec<String>,
-        /// All arguments as one JSON object (pairs are added on top).
-        #[arg(long, value_name = "OBJECT")]
-        json: Option<String>,
-        /// How long to wait when the server's manifest gives no timeout_s, in seconds.
-        #[arg(long, value_name = "SECONDS")]
-        timeout: Option<f64>,
-        /// Output format.
-        #[arg(long, value_enum, default_value = "text")]
-        format: Format,
-        /// Print the server card before the answer.
-        #[arg(long)]
-        card: bool,
-        /// The JSON Lines file the call is recorded in
-        /// (default: $XDG_STATE_HOME/maljan/ledger.jsonl or ~/.local/state/maljan/ledger.jsonl).
-        #[arg(long, env = "MALJAN_LEDGER", value_name = "PATH")]
-        ledger: Option<PathBuf>,
-        /// Copy FILE into the job's directory as the sample and pass that copy wherever an
-        /// argument names FILE; a server elsewhere gets it uploaded (the transport decides).
-        #[arg(long, value_name = "FILE")]
-        stage: Option<PathBuf>,
-        /// The job's directory (default with --stage or --take: a new one beside the ledger).
-        #[arg(long, value_name = "DIR")]
-        job: Option<PathBuf>,
-        /// Take the files the tool names in its answer into the job's artefact store.
-        #[arg(long)]
-        take: bool,
-    },
+    Call(call::CallOptions),
     /// Print a ledger: the failure summary (each distinct failure once, with its count),
     /// then every call.
     Ledger {
@@ -173,34 +140,7 @@ async fn run(cli: Cli) -> Result<ExitCode, CliError> {
             connection.close().await;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Call {
-            server,
-            tool,
-            arguments,
-            json,
-            timeout,
-            format,
-            card,
-            ledger,
-            stage,
-            job,
-            take,
-        } => {
-            let options = call::CallOptions {
-                server,
-                tool,
-                arguments,
-                json,
-                timeout,
-                format,
-                card,
-                ledger,
-                stage,
-                job,
-                take,
-            };
-            call::run(config, options).await
-        }
+        Command::Call(options) => call::run(config, options).await,
         Command::Ledger { path, json } => {
             let path = path.unwrap_or_else(ledger_file::default_path);
             let file = maljan_ledger::read_json_lines(&path).map_err(CliError::Ledger)?;

@@ -283,19 +283,13 @@ impl HttpConnection {
         method: &str,
         params: Option<Box<RawValue>>,
     ) -> Result<Reply, HttpError> {
-        let body = Message::Request(Request {
-            id: id.clone(),
-            method: method.to_owned(),
-            params,
-        })
-        .to_line();
-        let sent_session = self.session_id();
         let response = self
-            .post(body)
-            .send()
-            .await
-            .map_err(|e| self.unreachable(&e))?;
-        let response = self.check_status(response, sent_session.as_deref()).await?;
+            .send(&Message::Request(Request {
+                id: id.clone(),
+                method: method.to_owned(),
+                params,
+            }))
+            .await?;
         if method == methods::INITIALIZE
             && let Some(session) = response
                 .headers()
@@ -541,20 +535,23 @@ impl HttpConnection {
         method: &str,
         params: Option<Box<RawValue>>,
     ) -> Result<(), HttpError> {
-        let body = Message::Notification(Notification {
+        self.send(&Message::Notification(Notification {
             method: method.to_owned(),
             params,
-        })
-        .to_line();
+        }))
+        .await
+        .map(drop)
+    }
+
+    /// POSTs one message with the session's headers and checks the status.
+    async fn send(&self, message: &Message) -> Result<reqwest::Response, HttpError> {
         let sent_session = self.session_id();
         let response = self
-            .post(body)
+            .post(message.to_line())
             .send()
             .await
             .map_err(|e| self.unreachable(&e))?;
-        self.check_status(response, sent_session.as_deref())
-            .await
-            .map(drop)
+        self.check_status(response, sent_session.as_deref()).await
     }
 
     /// Stops the GET stream and ends the session with DELETE (a server that answers 405
