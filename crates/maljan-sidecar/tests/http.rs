@@ -44,11 +44,12 @@ fn start() -> HttpSidecar {
     HttpSidecar { child, url }
 }
 
-#[tokio::test]
-async fn over_http_a_staged_sample_is_unpacked_and_a_member_taken_back() {
-    let sidecar = start();
-    let dir = tempfile::tempdir().expect("temp dir");
-    let job = Arc::new(Job::create(dir.path().join("job")).expect("job"));
+/// Sets up over HTTP with a job in `dir`.
+async fn connect_with_job(
+    sidecar: &HttpSidecar,
+    dir: &std::path::Path,
+) -> (Arc<Job>, ServerConnection) {
+    let job = Arc::new(Job::create(dir.join("job")).expect("job"));
     let settings = ClientSettings {
         job: Some(job.clone()),
         ..ClientSettings::default()
@@ -56,6 +57,14 @@ async fn over_http_a_staged_sample_is_unpacked_and_a_member_taken_back() {
     let server = ServerConnection::connect(&ServerConfig::http("remote", &sidecar.url), settings)
         .await
         .expect("sets up over HTTP");
+    (job, server)
+}
+
+#[tokio::test]
+async fn over_http_a_staged_sample_is_unpacked_and_a_member_taken_back() {
+    let sidecar = start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (job, server) = connect_with_job(&sidecar, dir.path()).await;
     let card = server.card().expect("card");
     assert_eq!(card.server_info.name, "maljan-sidecar");
     assert!(card.tools.iter().any(|t| t.name == "unpack"));
@@ -125,14 +134,7 @@ async fn a_request_from_another_origin_is_refused() {
 async fn a_file_of_several_chunks_goes_up_and_comes_back_over_http() {
     let sidecar = start();
     let dir = tempfile::tempdir().expect("temp dir");
-    let job = Arc::new(Job::create(dir.path().join("job")).expect("job"));
-    let settings = ClientSettings {
-        job: Some(job.clone()),
-        ..ClientSettings::default()
-    };
-    let server = ServerConnection::connect(&ServerConfig::http("remote", &sidecar.url), settings)
-        .await
-        .expect("sets up over HTTP");
+    let (job, server) = connect_with_job(&sidecar, dir.path()).await;
     let bytes: Vec<u8> = (0..9 * 1024 * 1024 + 17)
         .map(|i: u32| (i.wrapping_mul(2_654_435_761) >> 11) as u8)
         .collect();
