@@ -457,13 +457,15 @@ impl ServerConnection {
         meta: Option<Map<String, Value>>,
         wait: Duration,
     ) -> ToolAnswer {
-        let params = CallToolParams {
+        // The arguments are dropped once serialized, before the wait: a file chunk is not
+        // held twice while its call is in flight.
+        let raw = to_raw(&CallToolParams {
             name: tool.to_owned(),
             arguments: Some(arguments),
             meta,
-        };
+        });
         let reply = self
-            .request(methods::TOOLS_CALL, to_raw(&params), wait, None, true)
+            .request(methods::TOOLS_CALL, raw, wait, None, true)
             .await;
         match reply {
             Ok(Reply::Result(raw)) => match serde_json::from_str::<CallToolResult>(raw.get()) {

@@ -63,6 +63,7 @@ async fn a_256_mib_file_goes_up_in_chunks_and_comes_back_with_its_digest() {
     .expect("uploaded");
     assert_eq!(receipt.sha256, expected);
     assert_eq!(receipt.size, SIZE as u64);
+    let after_upload = vm_hwm_kib();
 
     let origin = Origin {
         step: None,
@@ -85,9 +86,11 @@ async fn a_256_mib_file_goes_up_in_chunks_and_comes_back_with_its_digest() {
 
     let peak = vm_hwm_kib();
     eprintln!(
-        "client peak resident memory: {} MiB (before the transfers: {} MiB)",
+        "client peak resident memory: {} MiB (before the transfers: {} MiB, after the upload: \
+         {} MiB)",
         peak / 1024,
-        before / 1024
+        before / 1024,
+        after_upload / 1024
     );
     assert!(
         peak < 64 * 1024,

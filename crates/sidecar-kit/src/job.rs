@@ -3,7 +3,7 @@ use std::fs::File;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::SystemTime;
 
 use sha2::Sha256;
@@ -21,6 +21,9 @@ pub(crate) struct Upload {
     pub(crate) hasher: Sha256,
     pub(crate) temp: PathBuf,
     pub(crate) file: File,
+    /// Why a chunk in turn was refused: the upload cannot complete, and chunks waiting
+    /// for their turn are refused with it at once.
+    pub(crate) failed: Option<String>,
 }
 
 /// The directory of the job this server works for: where uploads are stored and tools write
@@ -33,6 +36,9 @@ pub struct Job {
     dir: PathBuf,
     owned_temp: bool,
     pub(crate) uploads: Mutex<HashMap<u64, Upload>>,
+    /// Signalled whenever an upload moves on (a chunk stored or refused, an upload ended):
+    /// chunks that arrived ahead of their turn wait on it.
+    pub(crate) upload_moved: Condvar,
     next_upload: AtomicU64,
     digests: Mutex<HashMap<PathBuf, (SystemTime, u64, String)>>,
 }
@@ -53,6 +59,7 @@ impl Job {
             dir: dir.canonicalize()?,
             owned_temp,
             uploads: Mutex::default(),
+            upload_moved: Condvar::new(),
             next_upload: AtomicU64::new(1),
             digests: Mutex::default(),
         }))

@@ -1,6 +1,7 @@
 use std::any::Any;
 use std::collections::HashMap;
 use std::io;
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 
 use maljan_mcp_proto::jsonrpc::{
@@ -13,6 +14,7 @@ use maljan_mcp_proto::mcp::{
 };
 use maljan_mcp_stdio::{ClassifierConfig, Event, LineClassifier};
 use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
@@ -27,10 +29,12 @@ const TEXT_COPY_MAX_BYTES: usize = 1024 * 1024;
 /// The name of the manifest tool every kit server offers.
 pub const CAPABILITIES: &str = "capabilities";
 
-/// What a request needs: a line now, or a tool call to run.
+/// What a request needs: a line now, or a tool call to run. The call's parameters stay
+/// raw: they are parsed on the call's own thread, so a large argument (a file chunk) does
+/// not hold up reading the next request.
 pub(crate) enum Answer {
     Line(Vec<u8>),
-    Call(RequestId, CallToolParams),
+    Call(RequestId, Box<RawValue>),
 }
 
 struct RegisteredTool {
@@ -347,16 +351,10 @@ impl Server {
                 };
                 response_line(&id, &result)
             }
-            methods::TOOLS_CALL => {
-                match params.and_then(|p| serde_json::from_str::<CallToolParams>(p.get()).ok()) {
-                    Some(call) => return Answer::Call(id, call),
-                    None => encode(&error_reply(
-                        id,
-                        error_codes::INVALID_PARAMS,
-                        "tools/call needs {name, arguments}".to_owned(),
-                    )),
-                }
-            }
+            methods::TOOLS_CALL => match params {
+                Some(params) => return Answer::Call(id, params),
+                None => invalid_call_params(id),
+            },
             other => encode(&error_reply(
                 id,
                 error_codes::METHOD_NOT_FOUND,
@@ -400,12 +398,29 @@ impl Server {
         registered.insert(id, handle);
     }
 
+    /// Runs a tool call on a blocking thread: parsing its parameters, the handler (a panic
+    /// becomes `tool_failed`) and serializing the reply.
     pub(crate) async fn call(
         self: Arc<Self>,
         id: RequestId,
-        call: CallToolParams,
+        params: Box<RawValue>,
         job: Arc<Job>,
     ) -> Vec<u8> {
+        let reply_id = id.clone();
+        match tokio::task::spawn_blocking(move || self.call_blocking(id, &params, job)).await {
+            Ok(line) => line,
+            Err(_) => encode(&error_reply(
+                reply_id,
+                error_codes::INTERNAL_ERROR,
+                "the call was stopped".to_owned(),
+            )),
+        }
+    }
+
+    fn call_blocking(&self, id: RequestId, params: &RawValue, job: Arc<Job>) -> Vec<u8> {
+        let Ok(call) = serde_json::from_str::<CallToolParams>(params.get()) else {
+            return invalid_call_params(id);
+        };
         if call.name == CAPABILITIES {
             return tool_reply(
                 id,
@@ -413,14 +428,13 @@ impl Server {
                 CAPABILITIES,
             );
         }
-        let Some(index) = self.tools.iter().position(|t| t.spec.name == call.name) else {
+        let Some(tool) = self.tools.iter().find(|t| t.spec.name == call.name) else {
             return encode(&error_reply(
                 id,
                 error_codes::INVALID_PARAMS,
                 format!("unknown tool {:?}; tools/list names the tools", call.name),
             ));
         };
-        let tool = &self.tools[index];
         if let (Some(Err(reason)), Some(dep)) = (&tool.dependency, &tool.spec.dependency) {
             let failure = ToolFailure::new(
                 ErrorCode::MissingDependency,
@@ -437,27 +451,27 @@ impl Server {
             },
             job,
         };
-        let handler = tool.handler.clone();
         let arguments = Arguments::new(call.arguments.unwrap_or_default());
-        let outcome = tokio::task::spawn_blocking(move || handler(&arguments, &context)).await;
-        let result = match outcome {
-            Ok(result) => result,
-            Err(join) if join.is_panic() => Err(ToolFailure::new(
+        let outcome =
+            std::panic::catch_unwind(AssertUnwindSafe(|| (tool.handler)(&arguments, &context)));
+        drop(arguments);
+        let result = outcome.unwrap_or_else(|panic| {
+            Err(ToolFailure::new(
                 ErrorCode::ToolFailed,
-                format!(
-                    "the tool failed unexpectedly: {}",
-                    panic_text(&*join.into_panic())
-                ),
+                format!("the tool failed unexpectedly: {}", panic_text(&*panic)),
                 Some("report this to the server's authors with the arguments used".to_owned()),
-            )),
-            Err(_) => Err(ToolFailure::new(
-                ErrorCode::ToolFailed,
-                "the tool was stopped",
-                None,
-            )),
-        };
+            ))
+        });
         tool_reply(id, result, &call.name)
     }
+}
+
+fn invalid_call_params(id: RequestId) -> Vec<u8> {
+    encode(&error_reply(
+        id,
+        error_codes::INVALID_PARAMS,
+        "tools/call needs {name, arguments}".to_owned(),
+    ))
 }
 
 /// Whether any string in the value is longer than `limit` bytes.

@@ -4,6 +4,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -16,6 +17,10 @@ use crate::{Arguments, Job, ServerBuilder, ToolContext, ToolResult, ToolSpec};
 
 /// The most bytes one `get_file` answer carries, whatever was asked.
 pub const MAX_GET_FILE_CHUNK: u64 = 16 * 1024 * 1024;
+/// How far past the bytes received a chunk may arrive and wait for its turn.
+pub const MAX_CHUNK_AHEAD: u64 = 64 * 1024 * 1024;
+/// How long a chunk that arrived ahead of its turn waits for the bytes before it.
+pub const TURN_WAIT: Duration = Duration::from_secs(30);
 /// Where uploads are stored, inside the job's directory.
 pub const SAMPLES_DIR: &str = "samples";
 
@@ -113,6 +118,7 @@ fn put_sample_begin(args: &Arguments, ctx: &ToolContext) -> ToolResult {
             hasher: Sha256::new(),
             temp,
             file,
+            failed: None,
         },
     );
     Ok(json!({"upload_id": id}))
@@ -134,50 +140,103 @@ fn unknown_upload(id: u64) -> ToolFailure {
     )
 }
 
+/// Decodes a chunk's bytes, then waits for its turn: chunks of one upload are stored in
+/// offset order, whatever order their calls run in, so a client may keep several in flight.
+/// A chunk may arrive up to [`MAX_CHUNK_AHEAD`] bytes ahead and waits up to [`TURN_WAIT`]
+/// for the bytes before it; once a chunk in turn is refused, those waiting are refused too.
 fn put_sample_chunk(args: &Arguments, ctx: &ToolContext) -> ToolResult {
     let id = upload_id(args)?;
     let offset = args
         .optional_u64("offset")?
         .ok_or_else(|| bad("the argument offset is missing", "pass the chunk's offset"))?;
-    let bytes = STANDARD
+    let decoded = STANDARD
         .decode(args.string("content_base64")?)
-        .map_err(|e| {
-            bad(
-                format!("content_base64 is not base64: {e}"),
-                "encode chunks in standard base64",
-            )
-        })?;
-    let mut uploads = lock(&ctx.job.uploads);
-    let upload = uploads.get_mut(&id).ok_or_else(|| unknown_upload(id))?;
-    if offset != upload.received {
-        return Err(bad(
-            format!(
-                "a chunk at offset {offset}, but {} bytes were received",
-                upload.received
-            ),
-            "send chunks in order, each at the offset after the last",
-        ));
+        .map_err(|e| format!("content_base64 is not base64: {e}"));
+    let job = &ctx.job;
+    let deadline = Instant::now() + TURN_WAIT;
+    let mut uploads = lock(&job.uploads);
+    loop {
+        let upload = uploads.get_mut(&id).ok_or_else(|| unknown_upload(id))?;
+        if let Some(reason) = &upload.failed {
+            return Err(bad(
+                format!("upload {id} cannot complete: {reason}"),
+                "start again with put_sample_begin",
+            ));
+        }
+        let received = upload.received;
+        if offset == received {
+            let stored = store_chunk(upload, id, decoded);
+            if let Err(reason) = &stored {
+                upload.failed = Some(reason.clone());
+            }
+            job.upload_moved.notify_all();
+            return stored
+                .map(|received| json!({"received": received}))
+                .map_err(|reason| bad(reason, "start again with put_sample_begin"));
+        }
+        if offset < received {
+            return Err(bad(
+                format!("a chunk at offset {offset}, but {received} bytes were already received"),
+                "send each chunk once, at the offset after the last",
+            ));
+        }
+        if offset - received > MAX_CHUNK_AHEAD {
+            return Err(bad(
+                format!(
+                    "a chunk at offset {offset} is more than {MAX_CHUNK_AHEAD} bytes past the \
+                     {received} received"
+                ),
+                "send chunks in order, at most 64 MiB ahead of the last one answered",
+            ));
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(bad(
+                format!(
+                    "a chunk at offset {offset} waited {}s for the bytes from offset {received}, \
+                     which never came",
+                    TURN_WAIT.as_secs()
+                ),
+                "send every chunk, each at the offset after the last",
+            ));
+        }
+        uploads = job
+            .upload_moved
+            .wait_timeout(uploads, deadline - now)
+            .unwrap_or_else(|p| p.into_inner())
+            .0;
     }
+}
+
+/// Stores the chunk in turn: the bytes received so far after it, or why it was refused.
+fn store_chunk(
+    upload: &mut Upload,
+    id: u64,
+    decoded: Result<Vec<u8>, String>,
+) -> Result<u64, String> {
+    let bytes = decoded?;
     if upload.received + bytes.len() as u64 > upload.size {
-        return Err(bad(
-            format!("the chunk would pass the size {} announced", upload.size),
-            "send no more than the size announced",
+        return Err(format!(
+            "a chunk of {} bytes at offset {} would pass the size {} announced",
+            bytes.len(),
+            upload.received,
+            upload.size
         ));
     }
     upload
         .file
         .write_all(&bytes)
-        .map_err(|e| failed(format!("writing upload {id}: {e}")))?;
+        .map_err(|e| format!("writing upload {id}: {e}"))?;
     upload.hasher.update(&bytes);
     upload.received += bytes.len() as u64;
-    Ok(json!({"received": upload.received}))
+    Ok(upload.received)
 }
 
 fn put_sample_finish(args: &Arguments, ctx: &ToolContext) -> ToolResult {
     let id = upload_id(args)?;
-    let upload = lock(&ctx.job.uploads)
-        .remove(&id)
-        .ok_or_else(|| unknown_upload(id))?;
+    let removed = lock(&ctx.job.uploads).remove(&id);
+    ctx.job.upload_moved.notify_all();
+    let upload = removed.ok_or_else(|| unknown_upload(id))?;
     let Upload {
         name,
         size,
@@ -186,12 +245,16 @@ fn put_sample_finish(args: &Arguments, ctx: &ToolContext) -> ToolResult {
         hasher,
         temp,
         file,
+        failed: refused_chunk,
     } = upload;
     drop(file);
     let refuse = |message: String| {
         let _ = std::fs::remove_file(&temp);
         Err(bad(message, "send the file again"))
     };
+    if let Some(reason) = refused_chunk {
+        return refuse(format!("a chunk was refused: {reason}"));
+    }
     if received != size {
         return refuse(format!("{received} bytes received of the {size} announced"));
     }
@@ -223,14 +286,20 @@ fn get_file(args: &Arguments, ctx: &ToolContext) -> ToolResult {
         .digest_of(&path)
         .map_err(|e| failed(format!("reading {named}: {e}")))?;
     let take = length.min(size.saturating_sub(offset));
-    let mut bytes = vec![0u8; take as usize];
+    let mut bytes = Vec::with_capacity(take as usize);
     let mut file = OpenOptions::new()
         .read(true)
         .open(&path)
         .map_err(|e| failed(format!("opening {named}: {e}")))?;
     file.seek(SeekFrom::Start(offset))
-        .and_then(|_| file.read_exact(&mut bytes))
+        .and_then(|_| file.take(take).read_to_end(&mut bytes))
         .map_err(|e| failed(format!("reading {named}: {e}")))?;
+    if bytes.len() as u64 != take {
+        return Err(failed(format!(
+            "{named} shrank while it was read: {} bytes at offset {offset}, not {take}",
+            bytes.len()
+        )));
+    }
     Ok(json!({"size": size, "sha256": sha256, "offset": offset,
         "content_base64": STANDARD.encode(&bytes)}))
 }

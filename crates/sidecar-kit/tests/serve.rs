@@ -4,8 +4,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use maljan_sidecar_kit::{Probe, Server, ToolSpec};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use maljan_sidecar_kit::{MAX_CHUNK_AHEAD, Probe, Server, ToolSpec};
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines, ReadHalf, WriteHalf};
 
 struct Client {
@@ -145,4 +148,148 @@ async fn initialize_echoes_a_supported_version_and_lists_capabilities_first() {
         client.receive().await["result"]["tools"][0]["name"],
         "capabilities"
     );
+}
+
+/// Reads replies until one has each id, whatever order they come in.
+async fn replies_by_id(client: &mut Client, ids: &[u64]) -> Vec<Value> {
+    let mut replies: Vec<Option<Value>> = vec![None; ids.len()];
+    while replies.iter().any(Option::is_none) {
+        let reply = client.receive().await;
+        let at = ids
+            .iter()
+            .position(|id| reply["id"] == *id)
+            .expect("a reply to a request sent");
+        replies[at] = Some(reply);
+    }
+    replies.into_iter().flatten().collect()
+}
+
+fn structured(reply: &Value) -> &Value {
+    &reply["result"]["structuredContent"]
+}
+
+async fn begin_upload(client: &mut Client, content: &[u8]) -> u64 {
+    let sha = format!("{:x}", Sha256::digest(content));
+    client
+        .send(call(
+            1,
+            "put_sample_begin",
+            json!({"name": "s.bin", "size": content.len(), "sha256": sha}),
+        ))
+        .await;
+    let begun = client.receive().await;
+    structured(&begun)["upload_id"]
+        .as_u64()
+        .expect("an upload id")
+}
+
+fn chunk(id: u64, upload: u64, offset: u64, content_base64: &str) -> Value {
+    call(
+        id,
+        "put_sample_chunk",
+        json!({"upload_id": upload, "offset": offset, "content_base64": content_base64}),
+    )
+}
+
+#[tokio::test]
+async fn a_chunk_that_arrives_before_the_bytes_before_it_waits_for_its_turn() {
+    let mut client = start(Server::builder("t", "1").file_transfer().build());
+    let upload = begin_upload(&mut client, b"abcdef").await;
+    // The second half is sent first: the server stores it only after the first half.
+    client
+        .send(chunk(2, upload, 3, &STANDARD.encode("def")))
+        .await;
+    client
+        .send(chunk(3, upload, 0, &STANDARD.encode("abc")))
+        .await;
+    let replies = replies_by_id(&mut client, &[2, 3]).await;
+    assert_eq!(structured(&replies[0])["received"], 6, "{}", replies[0]);
+    assert_eq!(structured(&replies[1])["received"], 3, "{}", replies[1]);
+
+    client
+        .send(call(4, "put_sample_finish", json!({"upload_id": upload})))
+        .await;
+    let finished = client.receive().await;
+    let receipt = structured(&finished);
+    assert_eq!(receipt["size"], 6, "{finished}");
+    let stored = std::fs::read(receipt["path"].as_str().expect("a path")).expect("stored");
+    assert_eq!(stored, b"abcdef");
+}
+
+#[tokio::test]
+async fn once_a_chunk_in_turn_is_refused_the_chunks_waiting_behind_it_are_refused_at_once() {
+    let mut client = start(Server::builder("t", "1").file_transfer().build());
+    let upload = begin_upload(&mut client, b"abcdef").await;
+    client
+        .send(chunk(2, upload, 3, &STANDARD.encode("def")))
+        .await;
+    client.send(chunk(3, upload, 0, "not base64!")).await;
+    let replies = replies_by_id(&mut client, &[2, 3]).await;
+    let waiting = structured(&replies[0])["error"]["message"].to_string();
+    let refused = structured(&replies[1])["error"]["message"].to_string();
+    assert!(refused.contains("not base64"), "{refused}");
+    assert!(
+        waiting.contains("cannot complete") && waiting.contains("not base64"),
+        "{waiting}"
+    );
+
+    client
+        .send(call(4, "put_sample_finish", json!({"upload_id": upload})))
+        .await;
+    let finished = client.receive().await;
+    assert_eq!(finished["result"]["isError"], true, "{finished}");
+    let message = structured(&finished)["error"]["message"].to_string();
+    assert!(message.contains("a chunk was refused"), "{message}");
+}
+
+#[tokio::test]
+async fn chunks_sent_twice_or_too_far_ahead_are_refused_without_waiting() {
+    let mut client = start(Server::builder("t", "1").file_transfer().build());
+    let upload = begin_upload(&mut client, b"abcdef").await;
+    client
+        .send(chunk(2, upload, 0, &STANDARD.encode("abc")))
+        .await;
+    assert_eq!(structured(&client.receive().await)["received"], 3);
+
+    client
+        .send(chunk(3, upload, 0, &STANDARD.encode("abc")))
+        .await;
+    let again = client.receive().await;
+    let message = structured(&again)["error"]["message"].to_string();
+    assert!(message.contains("already received"), "{message}");
+
+    let far = 3 + MAX_CHUNK_AHEAD + 1;
+    client
+        .send(chunk(4, upload, far, &STANDARD.encode("x")))
+        .await;
+    let ahead = client.receive().await;
+    let message = structured(&ahead)["error"]["message"].to_string();
+    assert!(message.contains("bytes past the 3 received"), "{message}");
+
+    // Neither refusal spoils the upload: it goes on from where it was.
+    client
+        .send(chunk(5, upload, 3, &STANDARD.encode("def")))
+        .await;
+    assert_eq!(structured(&client.receive().await)["received"], 6);
+    client
+        .send(call(6, "put_sample_finish", json!({"upload_id": upload})))
+        .await;
+    assert_eq!(structured(&client.receive().await)["size"], 6);
+}
+
+#[tokio::test]
+async fn a_chunk_waiting_for_its_turn_is_refused_when_its_upload_is_finished_without_it() {
+    let mut client = start(Server::builder("t", "1").file_transfer().build());
+    let upload = begin_upload(&mut client, b"abcdef").await;
+    client
+        .send(chunk(2, upload, 3, &STANDARD.encode("def")))
+        .await;
+    client
+        .send(call(3, "put_sample_finish", json!({"upload_id": upload})))
+        .await;
+    let replies = replies_by_id(&mut client, &[2, 3]).await;
+    let finish = structured(&replies[1])["error"]["message"].to_string();
+    assert!(finish.contains("0 bytes received of the 6"), "{finish}");
+    let waiting = structured(&replies[0])["error"]["message"].to_string();
+    assert!(waiting.contains("no upload"), "{waiting}");
 }

@@ -1,18 +1,28 @@
 //! Uploading a file to a server through `put_sample_begin` / `_chunk` / `_finish`, or the
 //! single `put_sample`.
 
+use std::fs::File;
+use std::io::Read;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
+use futures::StreamExt;
+use futures::stream::FuturesOrdered;
 use maljan_mcp_proto::maljan::ToolFailure;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use tokio::io::AsyncReadExt;
+use tokio::sync::mpsc;
 
 use crate::ToolCaller;
+
+/// How many chunks are sent ahead of the server's answers; the server stores them in
+/// offset order.
+const CHUNKS_IN_FLIGHT: usize = 2;
+/// How many read buffers go round between the file's reader and the sender.
+const READ_BUFFERS: usize = 2;
 
 /// How a file went to a server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -127,33 +137,63 @@ fn read_error(path: &Path) -> impl Fn(std::io::Error) -> UploadError + '_ {
 }
 
 /// Reads up to `buf.len()` bytes (fewer only at the end of the file).
-async fn fill(file: &mut tokio::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+fn fill(file: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
     let mut filled = 0;
     while filled < buf.len() {
-        let n = file.read(&mut buf[filled..]).await?;
-        if n == 0 {
-            break;
+        match file.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
-        filled += n;
     }
     Ok(filled)
 }
 
 /// Hashes a file, streaming: its size and sha256.
 pub async fn hash_file(path: &Path) -> std::io::Result<(u64, String)> {
-    let mut file = tokio::fs::File::open(path).await?;
+    let path = path.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let mut file = File::open(path)?;
+        let mut hasher = Sha256::new();
+        let size = std::io::copy(&mut file, &mut hasher)?;
+        Ok((size, format!("{:x}", hasher.finalize())))
+    })
+    .await
+    .map_err(std::io::Error::other)?
+}
+
+/// Reads the first `size` bytes of a file into the buffers handed to it on `empty`, hashing
+/// as it reads, and hands each filled buffer on with its length; returns the size and sha256
+/// of the bytes read (the size is one more than `size` when the file has grown since).
+/// Stops early, without error, when the receiving side is gone.
+///
+/// The buffers go round between the reader and the sender: a few allocated once, rather
+/// than a new one per chunk.
+fn read_chunks(
+    path: &Path,
+    size: u64,
+    empty: &std::sync::mpsc::Receiver<Vec<u8>>,
+    filled: &mpsc::Sender<(Vec<u8>, usize)>,
+) -> std::io::Result<(u64, String)> {
+    let mut file = File::open(path)?.take(size);
     let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    let mut size = 0u64;
-    loop {
-        let n = file.read(&mut buf).await?;
+    let mut read = 0u64;
+    while let Ok(mut buf) = empty.recv() {
+        let n = fill(&mut file, &mut buf)?;
         if n == 0 {
             break;
         }
         hasher.update(&buf[..n]);
-        size += n as u64;
+        read += n as u64;
+        if filled.blocking_send((buf, n)).is_err() {
+            break;
+        }
     }
-    Ok((size, format!("{:x}", hasher.finalize())))
+    if read == size && fill(&mut file.into_inner(), &mut [0u8; 1])? > 0 {
+        read += 1;
+    }
+    Ok((read, format!("{:x}", hasher.finalize())))
 }
 
 fn check_receipt(
@@ -241,41 +281,61 @@ pub async fn upload<C: ToolCaller>(
                     answer: begun.to_string(),
                     detail: "no upload_id".to_owned(),
                 })?;
-            let mut file = tokio::fs::File::open(local)
-                .await
-                .map_err(read_error(local))?;
-            let mut hasher = Sha256::new();
-            let mut buf = vec![0u8; chunk_len.max(1)];
-            let mut offset = 0u64;
-            loop {
-                let n = fill(&mut file, &mut buf).await.map_err(read_error(local))?;
-                if n == 0 {
-                    break;
-                }
-                hasher.update(&buf[..n]);
-                let content = STANDARD.encode(&buf[..n]);
-                let answer = call(
-                    caller,
-                    "put_sample_chunk",
-                    json!({"upload_id": upload_id, "offset": offset, "content_base64": content}),
-                )
-                .await?;
-                offset += n as u64;
-                if answer
-                    .get("received")
-                    .and_then(Value::as_u64)
-                    .is_some_and(|r| r != offset)
-                {
-                    return Err(UploadError::Answer {
-                        tool: "put_sample_chunk",
-                        answer: answer.to_string(),
-                        detail: format!("received is not {offset}"),
-                    });
-                }
-                progress(offset, size);
+            let (filled_tx, mut filled) = mpsc::channel(READ_BUFFERS);
+            let (empty_tx, empty) = std::sync::mpsc::channel();
+            for _ in 0..READ_BUFFERS {
+                // Cannot fail: the receiver is alive until the reader starts.
+                let _ = empty_tx.send(vec![0u8; chunk_len.max(1)]);
             }
-            let read = format!("{:x}", hasher.finalize());
-            if read != sha256 || offset != size {
+            let source = local.to_owned();
+            let reader =
+                tokio::task::spawn_blocking(move || read_chunks(&source, size, &empty, &filled_tx));
+            let mut in_flight = FuturesOrdered::new();
+            let mut offset = 0u64;
+            let mut all_read = false;
+            loop {
+                tokio::select! {
+                    chunk = filled.recv(), if !all_read && in_flight.len() < CHUNKS_IN_FLIGHT => {
+                        let Some((buf, len)) = chunk else {
+                            all_read = true;
+                            continue;
+                        };
+                        let content = STANDARD.encode(&buf[..len]);
+                        // The reader may be gone (it stops at the end of the file).
+                        let _ = empty_tx.send(buf);
+                        let arguments = json!({
+                            "upload_id": upload_id, "offset": offset, "content_base64": content
+                        });
+                        offset += len as u64;
+                        let end = offset;
+                        in_flight.push_back(async move {
+                            (end, call(caller, "put_sample_chunk", arguments).await)
+                        });
+                    }
+                    Some((end, answer)) = in_flight.next(), if !in_flight.is_empty() => {
+                        let answer = answer?;
+                        if answer
+                            .get("received")
+                            .and_then(Value::as_u64)
+                            .is_some_and(|r| r != end)
+                        {
+                            return Err(UploadError::Answer {
+                                tool: "put_sample_chunk",
+                                answer: answer.to_string(),
+                                detail: format!("received is not {end}"),
+                            });
+                        }
+                        progress(end, size);
+                    }
+                    else => break,
+                }
+            }
+            let (read_size, read) = reader
+                .await
+                .map_err(std::io::Error::other)
+                .and_then(|r| r)
+                .map_err(read_error(local))?;
+            if read != sha256 || read_size != size || offset != size {
                 return Err(UploadError::ChangedDuringUpload {
                     path: local.display().to_string(),
                     expected: sha256,

@@ -9,7 +9,11 @@ const SERVER: &str = env!("CARGO_BIN_EXE_noisy-kit-server");
 
 #[tokio::test]
 async fn println_and_child_output_never_reach_the_protocol_stream() {
-    let config = ServerConfig::stdio("noisy", ServerCommand::new(SERVER));
+    // The panic's report is one line whatever the caller's environment, so the stderr tail
+    // (64 lines) still holds what the server printed before it.
+    let mut command = ServerCommand::new(SERVER);
+    command.env.push(("RUST_BACKTRACE".into(), "0".into()));
+    let config = ServerConfig::stdio("noisy", command);
     let server = ServerConnection::connect(&config, ClientSettings::default())
         .await
         .expect("sets up");

@@ -10,6 +10,8 @@ use crate::{ArtefactStore, Origin, StoredArtefact, ToolCaller};
 pub const CHUNK_BYTES: u64 = 4 * 1024 * 1024;
 /// How many chunks are asked for ahead, once the size is known.
 const CHUNKS_IN_FLIGHT: usize = 3;
+/// How many chunk buffers go round between decoding and the file's writer.
+const WRITE_BUFFERS: usize = 2;
 
 /// Downloads a file a server wrote through its `get_file` tool into the artefact store.
 ///
@@ -29,7 +31,16 @@ pub async fn download<C: ToolCaller>(
         path: path.to_owned(),
         detail: e.to_string(),
     };
-    let (incoming, mut file) = store.incoming().map_err(local)?;
+    let (incoming, file) = store.incoming().map_err(local)?;
+    // A writer thread writes each chunk while the next is checked and decoded; the buffers
+    // go round between the two, allocated once.
+    let (filled_tx, filled) = tokio::sync::mpsc::channel::<Vec<u8>>(WRITE_BUFFERS);
+    let (empty_tx, mut empty) = tokio::sync::mpsc::channel::<Vec<u8>>(WRITE_BUFFERS);
+    for _ in 0..WRITE_BUFFERS {
+        // Cannot fail: the channel has room for every buffer.
+        let _ = empty_tx.try_send(Vec::new());
+    }
+    let writer = tokio::task::spawn_blocking(move || write_chunks(file, filled, &empty_tx));
     let mut validator = DownloadValidator::new(path, chunk_len);
     // Once the size is known, chunks are asked for ahead, as if each answer were as long
     // as asked. After a shorter answer the ones asked ahead no longer line up: they are
@@ -61,31 +72,44 @@ pub async fn download<C: ToolCaller>(
         if asked.offset != validator.progress().0 {
             continue;
         }
-        let bytes = validator.handle_answer(&answer)?;
+        let Some(mut bytes) = empty.recv().await else {
+            break;
+        };
+        validator.handle_answer_into(&answer, &mut bytes)?;
         drop(answer);
         if (bytes.len() as u64) < asked.length {
             in_flight = FuturesOrdered::new();
             ask_from = validator.progress().0;
         }
-        // The chunk and the file move to a blocking thread and back: no copy.
-        let (returned, written) = tokio::task::spawn_blocking(move || {
-            let written = file.write_all(&bytes);
-            (file, written)
-        })
-        .await
-        .map_err(|e| local(std::io::Error::other(e)))?;
-        file = returned;
-        written.map_err(local)?;
+        if filled_tx.send(bytes).await.is_err() {
+            break;
+        }
         let (received, size) = validator.progress();
         progress(received, size);
     }
-    let file = tokio::task::spawn_blocking(move || file.sync_all())
+    drop(filled_tx);
+    writer
         .await
-        .map_err(|e| local(std::io::Error::other(e)))?;
-    file.map_err(local)?;
+        .map_err(|e| local(std::io::Error::other(e)))?
+        .map_err(local)?;
     let verified = validator.finish()?;
     let name = path.rsplit('/').next().unwrap_or(path);
     store
         .commit(incoming, &verified.sha256, verified.size, name, origin)
         .map_err(local)
+}
+
+/// Writes the chunks handed over, in order, handing each buffer back; then makes the file
+/// durable. Stops at the first error (the sender then sees the writer gone).
+fn write_chunks(
+    mut file: std::fs::File,
+    mut filled: tokio::sync::mpsc::Receiver<Vec<u8>>,
+    empty: &tokio::sync::mpsc::Sender<Vec<u8>>,
+) -> std::io::Result<()> {
+    while let Some(bytes) = filled.blocking_recv() {
+        file.write_all(&bytes)?;
+        // The decoding side may be gone (a refused answer); the buffer is then dropped.
+        let _ = empty.try_send(bytes);
+    }
+    file.sync_all()
 }

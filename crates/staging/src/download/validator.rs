@@ -125,6 +125,19 @@ impl DownloadValidator {
     /// Checks the answer to [`next_request`](Self::next_request) and returns its bytes,
     /// hashed and ready to be written.
     pub fn handle_answer(&mut self, answer: &Value) -> Result<Vec<u8>, DownloadError> {
+        let mut bytes = Vec::new();
+        self.handle_answer_into(answer, &mut bytes)?;
+        Ok(bytes)
+    }
+
+    /// As [`handle_answer`](Self::handle_answer), with the bytes decoded into `bytes`
+    /// (cleared first), so one buffer serves every chunk of a download.
+    pub fn handle_answer_into(
+        &mut self,
+        answer: &Value,
+        bytes: &mut Vec<u8>,
+    ) -> Result<(), DownloadError> {
+        bytes.clear();
         let asked = self
             .next_request()
             .ok_or_else(|| self.malformed("an answer after the whole file was read"))?;
@@ -207,8 +220,8 @@ impl DownloadValidator {
         if implied > asked_length + 2 {
             return Err(self.too_long(offset, implied, asked_length, size));
         }
-        let bytes = STANDARD
-            .decode(encoded)
+        STANDARD
+            .decode_vec(encoded, bytes)
             .map_err(|e| self.malformed(format!("content_base64 is not base64: {e}")))?;
         let len = bytes.len() as u64;
         if offset + len > size {
@@ -231,9 +244,9 @@ impl DownloadValidator {
         }
         self.size = Some(size);
         self.sha256 = Some(sha256);
-        self.hasher.update(&bytes);
+        self.hasher.update(&bytes[..]);
         self.next_offset = offset + len;
-        Ok(bytes)
+        Ok(())
     }
 
     fn too_long(&self, offset: u64, len: u64, asked: u64, size: u64) -> DownloadError {

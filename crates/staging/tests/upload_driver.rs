@@ -1,0 +1,124 @@
+//! The upload driver, which keeps chunks in flight, against an in-memory server that
+//! checks every chunk arrives at the offset after the last.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use maljan_mcp_proto::maljan::{ErrorCode, ToolFailure};
+use maljan_staging::{ToolCaller, UploadError, UploadMode, upload};
+use proptest::prelude::*;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+/// Receives one chunked upload in memory; `grow` is a file to append to when the upload
+/// begins (after the client hashed it, before it reads it to send).
+#[derive(Default)]
+struct MemoryServer {
+    received: Mutex<Vec<u8>>,
+    calls: Mutex<Vec<String>>,
+    grow: Option<PathBuf>,
+}
+
+impl ToolCaller for MemoryServer {
+    async fn call_tool(&self, tool: &str, arguments: Value) -> Result<Value, ToolFailure> {
+        self.calls.lock().expect("lock").push(tool.to_owned());
+        let mut received = self.received.lock().expect("lock");
+        match tool {
+            "put_sample_begin" => {
+                if let Some(path) = &self.grow {
+                    let mut bytes = std::fs::read(path).expect("read");
+                    bytes.push(b'!');
+                    std::fs::write(path, bytes).expect("grow");
+                }
+                Ok(json!({"upload_id": 1}))
+            }
+            "put_sample_chunk" => {
+                let offset = arguments["offset"].as_u64().expect("offset");
+                if offset != received.len() as u64 {
+                    return Err(ToolFailure::new(
+                        ErrorCode::BadArgument,
+                        format!("offset {offset}, {} received", received.len()),
+                        None,
+                    ));
+                }
+                let content = arguments["content_base64"].as_str().expect("content");
+                received.extend(STANDARD.decode(content).expect("base64"));
+                Ok(json!({"received": received.len()}))
+            }
+            "put_sample_finish" => Ok(json!({
+                "path": "/job/samples/f", "size": received.len(),
+                "sha256": format!("{:x}", Sha256::digest(&*received)),
+            })),
+            other => panic!("unexpected tool {other}"),
+        }
+    }
+}
+
+fn send(server: &MemoryServer, file: &[u8], chunk: usize) -> Result<u64, UploadError> {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("f");
+    std::fs::write(&path, file).expect("write");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let result = runtime.block_on(upload(
+        server,
+        &path,
+        "f",
+        UploadMode::Chunked,
+        chunk,
+        |_, _| {},
+    ));
+    result.map(|receipt| receipt.size)
+}
+
+proptest! {
+    #[test]
+    fn chunks_in_flight_arrive_in_order_and_make_the_file(
+        file in prop::collection::vec(any::<u8>(), 0..5000),
+        chunk in 1usize..700,
+    ) {
+        let server = MemoryServer::default();
+        let sent = send(&server, &file, chunk);
+        prop_assert_eq!(sent.expect("uploaded"), file.len() as u64);
+        prop_assert_eq!(&*server.received.lock().expect("lock"), &file);
+        let calls = server.calls.lock().expect("lock").clone();
+        prop_assert_eq!(calls.len(), file.len().div_ceil(chunk) + 2);
+        prop_assert_eq!(calls.last().map(String::as_str), Some("put_sample_finish"));
+    }
+}
+
+#[test]
+fn a_file_that_grows_after_it_was_hashed_is_not_finished() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let grown = dir.path().join("f");
+    let server = MemoryServer {
+        grow: Some(grown.clone()),
+        ..MemoryServer::default()
+    };
+    std::fs::write(&grown, vec![5u8; 3000]).expect("write");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let result = runtime.block_on(upload(
+        &server,
+        &grown,
+        "f",
+        UploadMode::Chunked,
+        1024,
+        |_, _| {},
+    ));
+    assert!(
+        matches!(result, Err(UploadError::ChangedDuringUpload { .. })),
+        "{result:?}"
+    );
+    let calls = server.calls.lock().expect("lock").clone();
+    assert!(!calls.iter().any(|c| c == "put_sample_finish"), "{calls:?}");
+    assert_eq!(
+        server.received.lock().expect("lock").len(),
+        3000,
+        "only the bytes hashed were sent"
+    );
+}
