@@ -204,3 +204,44 @@ async fn an_unknown_tool_is_refused_naming_the_tools() {
     );
     server.close().await;
 }
+
+#[test]
+fn stdin_and_stdout_that_are_files_not_pipes_are_served_too() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let requests = dir.path().join("requests.jsonl");
+    let answers = dir.path().join("answers.jsonl");
+    std::fs::write(
+        &requests,
+        concat!(
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"capabilities","arguments":{}}}"#,
+            "\n",
+        ),
+    )
+    .expect("write");
+    let status = std::process::Command::new(SIDECAR)
+        .stdin(std::fs::File::open(&requests).expect("open"))
+        .stdout(std::fs::File::create(&answers).expect("create"))
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("the sidecar runs");
+    assert!(status.success());
+    let text = std::fs::read_to_string(&answers).expect("answers");
+    let replies: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(replies.len(), 2, "{text}");
+    assert!(
+        replies
+            .iter()
+            .any(|r| r["id"] == 1 && r["result"] == json!({}))
+    );
+    assert!(
+        replies
+            .iter()
+            .any(|r| r["id"] == 2 && r["result"]["structuredContent"]["server"].is_string()),
+        "{text}"
+    );
+}

@@ -215,8 +215,8 @@ async fn a_file_changed_during_its_upload_is_not_finished_and_the_call_keeps_the
     let dir = tempfile::tempdir().expect("temp dir");
     let job = Arc::new(Job::create(dir.path().join("job")).expect("job"));
     let sample = job.dir().join("changing.bin");
-    // Ten chunks: more than the upload reads ahead of the server's answers (three chunks in
-    // flight, one handed over, one being read), so the last one is read after the change.
+    // Ten chunks: far more than the upload reads ahead of the server's answers (two chunks
+    // in flight, one read buffer), so the last one is read after the change.
     let chunks = 10;
     std::fs::write(&sample, vec![1u8; chunks * CHUNK_BYTES as usize]).expect("write");
     let memory = MemorySink::default();

@@ -140,7 +140,8 @@ impl Job {
             return Ok((*size, sha.clone()));
         }
         let mut hasher = Sha256::new();
-        let mut file = File::open(path)?;
+        // Read 1 MiB at a time: io::copy alone reads 8 KiB per system call.
+        let mut file = io::BufReader::with_capacity(1 << 20, File::open(path)?);
         let size = io::copy(&mut file, &mut hasher)?;
         let sha = format!("{:x}", hasher.finalize());
         lock(&self.digests).insert(path.to_owned(), (modified, size, sha.clone()));

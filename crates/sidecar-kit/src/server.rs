@@ -1,6 +1,9 @@
 use std::any::Any;
 use std::collections::HashMap;
+use std::fs::File;
 use std::io;
+use std::os::fd::AsFd;
+use std::os::unix::fs::FileTypeExt;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 
@@ -17,6 +20,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 use tokio::task::{AbortHandle, JoinSet};
 
@@ -216,10 +220,24 @@ impl Server {
 
     /// Serves over stdio: calls [`stdio_safe`](crate::stdio_safe) first, then reads stdin and
     /// answers on the private duplicate of stdout until stdin ends.
+    ///
+    /// When stdin and stdout are pipes (as a client that starts the server makes them),
+    /// they are read and written without blocking, by the runtime's event loop; anything
+    /// else (a file, a terminal) goes through blocking reads and writes on another thread.
     pub async fn serve_stdio(self) -> io::Result<()> {
         let protocol_out = crate::stdio_safe()?;
-        self.serve(tokio::io::stdin(), tokio::fs::File::from_std(protocol_out))
-            .await
+        let stdin = File::from(io::stdin().as_fd().try_clone_to_owned()?);
+        let reader: Box<dyn AsyncRead + Unpin + Send> = if is_pipe(&stdin) {
+            Box::new(pipe::Receiver::from_file(stdin)?)
+        } else {
+            Box::new(tokio::io::stdin())
+        };
+        let writer: Box<dyn AsyncWrite + Unpin + Send> = if is_pipe(&protocol_out) {
+            Box::new(pipe::Sender::from_file(protocol_out)?)
+        } else {
+            Box::new(tokio::fs::File::from_std(protocol_out))
+        };
+        self.serve(reader, writer).await
     }
 
     /// Serves newline-delimited JSON-RPC over any reader and writer until the reader ends,
@@ -267,7 +285,7 @@ impl Server {
         let mut calls = JoinSet::new();
         let mut classifier = LineClassifier::new(ClassifierConfig::default());
         classifier.close_setup_window();
-        let mut chunk = vec![0u8; 64 * 1024];
+        let mut chunk = vec![0u8; 1024 * 1024];
         loop {
             let n = reader.read(&mut chunk).await?;
             if n == 0 {
@@ -472,6 +490,10 @@ fn invalid_call_params(id: RequestId) -> Vec<u8> {
         error_codes::INVALID_PARAMS,
         "tools/call needs {name, arguments}".to_owned(),
     ))
+}
+
+fn is_pipe(file: &File) -> bool {
+    file.metadata().is_ok_and(|m| m.file_type().is_fifo())
 }
 
 /// Whether any string in the value is longer than `limit` bytes.
