@@ -42,6 +42,7 @@ mod job;
 mod logging;
 mod probe;
 mod quoting;
+mod reply;
 mod server;
 mod stdio_safe;
 mod tool;

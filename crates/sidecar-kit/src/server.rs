@@ -12,11 +12,10 @@ use maljan_mcp_proto::jsonrpc::{
 };
 use maljan_mcp_proto::maljan::{CapabilityManifest, ErrorCode, ToolCapability, ToolFailure};
 use maljan_mcp_proto::mcp::{
-    CallToolParams, CallToolResult, CancelledParams, ContentBlock, Implementation,
-    InitializeParams, InitializeResult, ListToolsResult, ProtocolVersion, Tool, methods,
+    CallToolParams, CancelledParams, Implementation, InitializeParams, InitializeResult,
+    ListToolsResult, ProtocolVersion, Tool, methods,
 };
 use maljan_mcp_stdio::{ClassifierConfig, Event, LineClassifier};
-use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -24,11 +23,9 @@ use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 use tokio::task::{AbortHandle, JoinSet};
 
+use crate::reply::{response_line, tool_reply};
 use crate::tool::Handler;
 use crate::{Arguments, Job, ProbeResult, ToolContext, ToolResult, ToolSpec};
-
-/// Structured answers larger than this are not repeated in full as text.
-const TEXT_COPY_MAX_BYTES: usize = 1024 * 1024;
 
 /// The name of the manifest tool every kit server offers.
 pub const CAPABILITIES: &str = "capabilities";
@@ -441,7 +438,7 @@ impl Server {
         };
         if call.name == CAPABILITIES {
             return tool_reply(
-                id,
+                &id,
                 Ok(serde_json::to_value(&self.manifest).unwrap_or(Value::Null)),
                 CAPABILITIES,
             );
@@ -459,7 +456,7 @@ impl Server {
                 reason.clone(),
                 Some(dep.remediation.clone()),
             );
-            return tool_reply(id, Err(failure), &call.name);
+            return tool_reply(&id, Err(failure), &call.name);
         }
         let context = ToolContext {
             tool: call.name.clone(),
@@ -480,7 +477,7 @@ impl Server {
                 Some("report this to the server's authors with the arguments used".to_owned()),
             ))
         });
-        tool_reply(id, result, &call.name)
+        tool_reply(&id, result, &call.name)
     }
 }
 
@@ -494,57 +491,6 @@ fn invalid_call_params(id: RequestId) -> Vec<u8> {
 
 fn is_pipe(file: &File) -> bool {
     file.metadata().is_ok_and(|m| m.file_type().is_fifo())
-}
-
-/// Whether any string in the value is longer than `limit` bytes.
-fn holds_large_string(value: &Value, limit: usize) -> bool {
-    match value {
-        Value::String(s) => s.len() > limit,
-        Value::Array(items) => items.iter().any(|v| holds_large_string(v, limit)),
-        Value::Object(map) => map.values().any(|v| holds_large_string(v, limit)),
-        _ => false,
-    }
-}
-
-/// A response line serialized in one pass, its result not first turned into raw JSON.
-#[derive(Serialize)]
-struct ResponseLine<'a, T: Serialize> {
-    jsonrpc: &'static str,
-    id: &'a RequestId,
-    result: &'a T,
-}
-
-fn response_line<T: Serialize>(id: &RequestId, result: &T) -> Vec<u8> {
-    let mut line = serde_json::to_vec(&ResponseLine {
-        jsonrpc: "2.0",
-        id,
-        result,
-    })
-    .unwrap_or_default();
-    line.push(b'\n');
-    line
-}
-
-fn tool_reply(id: RequestId, result: ToolResult, tool: &str) -> Vec<u8> {
-    let (value, is_error) = match result {
-        Ok(value) => (value, None),
-        Err(failure) => (failure.to_envelope(tool), Some(true)),
-    };
-    let structured = value.is_object();
-    // The JSON is repeated as text for clients that read only text, except when it holds
-    // a large string (a file chunk): then the text says where it is, and the answer is not
-    // twice its size.
-    let text = if structured && holds_large_string(&value, TEXT_COPY_MAX_BYTES) {
-        "{\"structuredContent\": \"too large to repeat as text\"}".to_owned()
-    } else {
-        value.to_string()
-    };
-    let result = CallToolResult {
-        content: vec![ContentBlock::Text { text }],
-        structured_content: structured.then_some(value),
-        is_error,
-    };
-    response_line(&id, &result)
 }
 
 async fn write_lines<W: AsyncWrite + Unpin>(

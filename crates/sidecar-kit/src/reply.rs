@@ -1,0 +1,239 @@
+//! Writing answers as lines of JSON-RPC: a tool's result is written in one pass into a
+//! buffer of about its size, and strings that need no escaping (base64 file chunks, most
+//! text) are copied as they are rather than scanned one byte at a time.
+
+use maljan_mcp_proto::jsonrpc::RequestId;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::ToolResult;
+
+/// Structured answers holding a string longer than this are not repeated as text.
+const TEXT_COPY_MAX_BYTES: usize = 1024 * 1024;
+
+/// A response line serialized in one pass, its result not first turned into raw JSON.
+#[derive(Serialize)]
+struct ResponseLine<'a, T: Serialize> {
+    jsonrpc: &'static str,
+    id: &'a RequestId,
+    result: &'a T,
+}
+
+/// `{"jsonrpc":"2.0","id":…,"result":…}` and a newline.
+pub(crate) fn response_line<T: Serialize>(id: &RequestId, result: &T) -> Vec<u8> {
+    let mut line = serde_json::to_vec(&ResponseLine {
+        jsonrpc: "2.0",
+        id,
+        result,
+    })
+    .unwrap_or_default();
+    line.push(b'\n');
+    line
+}
+
+/// The response line of a tool call: an MCP `CallToolResult` whose structured content is
+/// the tool's value (or its error envelope, with `isError`), repeated as text for clients
+/// that read only text, except when it holds a large string (a file chunk): then the text
+/// says where it is, and the answer is not twice its size.
+pub(crate) fn tool_reply(id: &RequestId, result: ToolResult, tool: &str) -> Vec<u8> {
+    let (value, is_error) = match result {
+        Ok(value) => (value, false),
+        Err(failure) => (failure.to_envelope(tool), true),
+    };
+    let structured = value.is_object();
+    let mut line = Vec::with_capacity(2 * json_size_hint(&value) + 256);
+    line.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    // Writing an id (a number or a string) into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut line, id);
+    line.extend_from_slice(b",\"result\":{\"content\":[{\"type\":\"text\",\"text\":");
+    if structured && holds_large_string(&value, TEXT_COPY_MAX_BYTES) {
+        write_str(
+            &mut line,
+            "{\"structuredContent\": \"too large to repeat as text\"}",
+        );
+    } else {
+        let mut text = Vec::with_capacity(json_size_hint(&value) + 16);
+        write_value(&mut text, &value);
+        // JSON written from a Value is UTF-8.
+        write_str(&mut line, &String::from_utf8_lossy(&text));
+    }
+    line.extend_from_slice(b"}]");
+    if structured {
+        line.extend_from_slice(b",\"structuredContent\":");
+        write_value(&mut line, &value);
+    }
+    if is_error {
+        line.extend_from_slice(b",\"isError\":true");
+    }
+    line.extend_from_slice(b"}}\n");
+    line
+}
+
+/// Whether any string in the value is longer than `limit` bytes.
+fn holds_large_string(value: &Value, limit: usize) -> bool {
+    match value {
+        Value::String(s) => s.len() > limit,
+        Value::Array(items) => items.iter().any(|v| holds_large_string(v, limit)),
+        Value::Object(map) => map.values().any(|v| holds_large_string(v, limit)),
+        _ => false,
+    }
+}
+
+/// The bytes of a value's keys and strings: about its JSON size when strings dominate.
+fn json_size_hint(value: &Value) -> usize {
+    match value {
+        Value::String(s) => s.len() + 2,
+        Value::Array(items) => items.iter().map(json_size_hint).sum::<usize>() + items.len(),
+        Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| k.len() + 4 + json_size_hint(v))
+            .sum(),
+        _ => 8,
+    }
+}
+
+/// Appends `value` as compact JSON: byte for byte what `serde_json::to_writer` writes.
+pub(crate) fn write_value(out: &mut Vec<u8>, value: &Value) {
+    match value {
+        Value::String(s) => write_str(out, s),
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_value(out, item);
+            }
+            out.push(b']');
+        }
+        Value::Object(map) => {
+            out.push(b'{');
+            for (i, (key, item)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_str(out, key);
+                out.push(b':');
+                write_value(out, item);
+            }
+            out.push(b'}');
+        }
+        // null, booleans and numbers: writing them into a Vec cannot fail.
+        scalar => {
+            let _ = serde_json::to_writer(&mut *out, scalar);
+        }
+    }
+}
+
+/// Appends a JSON string: copied between quotes when nothing in it needs escaping,
+/// escaped by serde_json otherwise.
+fn write_str(out: &mut Vec<u8>, s: &str) {
+    if needs_no_escape(s.as_bytes()) {
+        out.reserve(s.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        // Writing a string into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *out, s);
+    }
+}
+
+/// Whether no byte is a control character, `"` or `\`: the bytes JSON escapes. Checked 64
+/// bytes at a time without branching inside a block, which the compiler turns into wide
+/// vector compares.
+fn needs_no_escape(bytes: &[u8]) -> bool {
+    bytes.chunks(64).all(|block| {
+        block.iter().fold(0u8, |escape, &b| {
+            escape | u8::from(b < 0x20) | u8::from(b == b'"') | u8::from(b == b'\\')
+        }) == 0
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use maljan_mcp_proto::maljan::{ErrorCode, ToolFailure};
+    use maljan_mcp_proto::mcp::{CallToolResult, ContentBlock};
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    use super::*;
+
+    fn any_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(Value::from),
+            any::<String>().prop_map(Value::String),
+            "[ -~\\n\\t\"\\\\\u{7f}\u{e9}\u{1f600}]{0,80}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 64, 8, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..8).prop_map(Value::Array),
+                prop::collection::btree_map(any::<String>(), inner, 0..8)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// The reply as the kit wrote it before this module: through serde.
+    fn reply_through_serde(id: &RequestId, result: ToolResult, tool: &str) -> Value {
+        let (value, is_error) = match result {
+            Ok(value) => (value, None),
+            Err(failure) => (failure.to_envelope(tool), Some(true)),
+        };
+        let structured = value.is_object();
+        let text = if structured && holds_large_string(&value, TEXT_COPY_MAX_BYTES) {
+            "{\"structuredContent\": \"too large to repeat as text\"}".to_owned()
+        } else {
+            value.to_string()
+        };
+        let result = CallToolResult {
+            content: vec![ContentBlock::Text { text }],
+            structured_content: structured.then_some(value),
+            is_error,
+        };
+        serde_json::from_slice(&response_line(id, &result)).expect("JSON")
+    }
+
+    proptest! {
+        #[test]
+        fn values_are_written_byte_for_byte_as_serde_json_writes_them(value in any_json()) {
+            let mut fast = Vec::new();
+            write_value(&mut fast, &value);
+            prop_assert_eq!(fast, serde_json::to_vec(&value).expect("serializes"));
+        }
+
+        #[test]
+        fn tool_replies_say_what_serde_would(value in any_json(), id in any::<i64>()) {
+            let id = RequestId::Integer(id);
+            let line = tool_reply(&id, Ok(value.clone()), "t");
+            prop_assert_eq!(line.last(), Some(&b'\n'));
+            let written: Value = serde_json::from_slice(&line).expect("one JSON line");
+            prop_assert_eq!(written, reply_through_serde(&id, Ok(value), "t"));
+        }
+    }
+
+    #[test]
+    fn a_failure_and_a_file_chunk_are_written_as_serde_would() {
+        let id = RequestId::String("a\"b".into());
+        let failure = ToolFailure::new(ErrorCode::BadArgument, "bad \"x\"\n", None);
+        let line = tool_reply(&id, Err(failure.clone()), "t");
+        let written: Value = serde_json::from_slice(&line).expect("JSON");
+        assert_eq!(written, reply_through_serde(&id, Err(failure), "t"));
+        assert_eq!(written["result"]["isError"], true);
+
+        let chunk = json!({"content_base64": "QUJD".repeat(TEXT_COPY_MAX_BYTES / 3), "size": 1});
+        let line = tool_reply(&id, Ok(chunk.clone()), "get_file");
+        let written: Value = serde_json::from_slice(&line).expect("JSON");
+        assert_eq!(written, reply_through_serde(&id, Ok(chunk), "get_file"));
+        assert!(
+            written["result"]["content"][0]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("too large"))
+        );
+    }
+}
