@@ -19,6 +19,9 @@ use crate::{Arguments, Job, ServerBuilder, ToolContext, ToolResult, ToolSpec};
 pub const MAX_GET_FILE_CHUNK: u64 = 16 * 1024 * 1024;
 /// How far past the bytes received a chunk may arrive and wait for its turn.
 pub const MAX_CHUNK_AHEAD: u64 = 64 * 1024 * 1024;
+/// How many chunks `put_sample_begin` tells a client it may send before an answer: chunks
+/// of 4 MiB stay well within [`MAX_CHUNK_AHEAD`].
+pub const CHUNKS_IN_FLIGHT: u64 = 4;
 /// How long a chunk that arrived ahead of its turn waits for the bytes before it.
 pub const TURN_WAIT: Duration = Duration::from_secs(30);
 /// Where uploads are stored, inside the job's directory.
@@ -121,7 +124,7 @@ fn put_sample_begin(args: &Arguments, ctx: &ToolContext) -> ToolResult {
             failed: None,
         },
     );
-    Ok(json!({"upload_id": id}))
+    Ok(json!({"upload_id": id, "chunks_in_flight": CHUNKS_IN_FLIGHT}))
 }
 
 fn upload_id(args: &Arguments) -> Result<u64, ToolFailure> {
@@ -309,6 +312,12 @@ impl ServerBuilder {
     /// `put_sample_finish` and `get_file`. Uploads are stored in the job's `samples/`
     /// directory, checked against their size and digest; `get_file` serves only files inside
     /// the job's directory.
+    ///
+    /// A client may keep several chunks of an upload in flight: their calls run side by
+    /// side, each chunk is decoded as it comes, and a chunk that arrives before the bytes
+    /// before it waits (up to [`TURN_WAIT`], at most [`MAX_CHUNK_AHEAD`] bytes ahead) for
+    /// its turn to be written and hashed. `put_sample_begin` says so: its answer's
+    /// `chunks_in_flight` is [`CHUNKS_IN_FLIGHT`].
     pub fn file_transfer(self) -> Self {
         let string = |d: &str| json!({"type": "string", "description": d});
         let integer = |d: &str| json!({"type": "integer", "minimum": 0, "description": d});

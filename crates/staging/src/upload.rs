@@ -18,9 +18,10 @@ use tokio::sync::mpsc;
 
 use crate::ToolCaller;
 
-/// How many chunks are sent ahead of the server's answers; the server stores them in
-/// offset order.
-const CHUNKS_IN_FLIGHT: usize = 2;
+/// The most chunks sent ahead of the server's answers, when the server allows more than
+/// one (`chunks_in_flight` in its `put_sample_begin` answer: it stores them in offset order
+/// whatever order their calls run in). A server that does not say gets one at a time.
+const MAX_CHUNKS_IN_FLIGHT: u64 = 2;
 /// How many read buffers go round between the file's reader and the sender.
 const READ_BUFFERS: usize = 1;
 
@@ -231,7 +232,10 @@ fn check_receipt(
 ///
 /// The file is hashed first (its digest is announced); then, chunked, it is streamed from
 /// disk `chunk_len` bytes at a time, hashed again as read, and `put_sample_finish` is called
-/// only when the bytes sent match the digest announced. Single, the whole file goes in one
+/// only when the bytes sent match the digest announced. When the server's
+/// `put_sample_begin` answer allows it (`chunks_in_flight`, as the kit's does), two chunks
+/// are kept in flight, so the server stores one while the next is read, encoded and sent;
+/// otherwise one at a time. Single, the whole file goes in one
 /// `put_sample` call, whatever its size. The server's receipt must state the same size and
 /// digest. `progress` is told the bytes sent and the total.
 pub async fn upload<C: ToolCaller>(
@@ -282,6 +286,11 @@ pub async fn upload<C: ToolCaller>(
                     answer: begun.to_string(),
                     detail: "no upload_id".to_owned(),
                 })?;
+            let chunks_in_flight = begun
+                .get("chunks_in_flight")
+                .and_then(Value::as_u64)
+                .unwrap_or(1)
+                .clamp(1, MAX_CHUNKS_IN_FLIGHT) as usize;
             let (filled_tx, mut filled) = mpsc::channel(READ_BUFFERS);
             let (empty_tx, empty) = std::sync::mpsc::channel();
             for _ in 0..READ_BUFFERS {
@@ -296,7 +305,7 @@ pub async fn upload<C: ToolCaller>(
             let mut all_read = false;
             loop {
                 tokio::select! {
-                    chunk = filled.recv(), if !all_read && in_flight.len() < CHUNKS_IN_FLIGHT => {
+                    chunk = filled.recv(), if !all_read && in_flight.len() < chunks_in_flight => {
                         let Some((buf, len)) = chunk else {
                             all_read = true;
                             continue;

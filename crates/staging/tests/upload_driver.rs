@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -12,19 +13,24 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-/// Receives one chunked upload in memory; `grow` is a file to append to when the upload
-/// begins (after the client hashed it, before it reads it to send).
+/// Receives one chunked upload in memory, storing chunks in offset order whatever order
+/// their calls run in; `allows` is the `chunks_in_flight` its `put_sample_begin` answers,
+/// `grow` a file to append to when the upload begins (after the client hashed it, before
+/// it reads it to send).
 #[derive(Default)]
 struct MemoryServer {
     received: Mutex<Vec<u8>>,
     calls: Mutex<Vec<String>>,
+    allows: Option<u64>,
     grow: Option<PathBuf>,
+    in_call: AtomicUsize,
+    most_in_flight: AtomicUsize,
 }
 
 impl ToolCaller for MemoryServer {
     async fn call_tool(&self, tool: &str, arguments: Value) -> Result<Value, ToolFailure> {
         self.calls.lock().expect("lock").push(tool.to_owned());
-        let mut received = self.received.lock().expect("lock");
+        let received = self.received.lock().expect("lock");
         match tool {
             "put_sample_begin" => {
                 if let Some(path) = &self.grow {
@@ -32,10 +38,23 @@ impl ToolCaller for MemoryServer {
                     bytes.push(b'!');
                     std::fs::write(path, bytes).expect("grow");
                 }
-                Ok(json!({"upload_id": 1}))
+                Ok(json!({"upload_id": 1, "chunks_in_flight": self.allows}))
             }
             "put_sample_chunk" => {
+                drop(received);
+                let now = self.in_call.fetch_add(1, Ordering::SeqCst) + 1;
+                self.most_in_flight.fetch_max(now, Ordering::SeqCst);
                 let offset = arguments["offset"].as_u64().expect("offset");
+                // Wait for this chunk's turn, letting the others run.
+                loop {
+                    tokio::task::yield_now().await;
+                    let received = self.received.lock().expect("lock");
+                    if offset <= received.len() as u64 {
+                        break;
+                    }
+                }
+                let mut received = self.received.lock().expect("lock");
+                self.in_call.fetch_sub(1, Ordering::SeqCst);
                 if offset != received.len() as u64 {
                     return Err(ToolFailure::new(
                         ErrorCode::BadArgument,
@@ -121,4 +140,23 @@ fn a_file_that_grows_after_it_was_hashed_is_not_finished() {
         3000,
         "only the bytes hashed were sent"
     );
+}
+
+#[test]
+fn chunks_go_two_at_a_time_only_to_a_server_that_allows_it() {
+    let file = vec![9u8; 10 * 512];
+    for (allows, expected) in [(None, 1), (Some(1), 1), (Some(4), 2)] {
+        let server = MemoryServer {
+            allows,
+            ..MemoryServer::default()
+        };
+        let sent = send(&server, &file, 512);
+        assert_eq!(sent.expect("uploaded"), file.len() as u64);
+        assert_eq!(*server.received.lock().expect("lock"), file);
+        assert_eq!(
+            server.most_in_flight.load(Ordering::SeqCst),
+            expected,
+            "a server allowing {allows:?}"
+        );
+    }
 }
