@@ -24,6 +24,8 @@ pub(crate) struct Upload {
     /// Why a chunk in turn was refused: the upload cannot complete, and chunks waiting
     /// for their turn are refused with it at once.
     pub(crate) failed: Option<String>,
+    /// How many chunks wait for their turn.
+    pub(crate) waiting: usize,
 }
 
 /// The directory of the job this server works for: where uploads are stored and tools write

@@ -56,4 +56,7 @@ pub use quoting::{Unquoted, unquote};
 pub use server::{CAPABILITIES, Server, ServerBuilder};
 pub use stdio_safe::stdio_safe;
 pub use tool::{Arguments, Dependency, ToolContext, ToolResult, ToolSpec};
-pub use transfer::{CHUNKS_IN_FLIGHT, MAX_CHUNK_AHEAD, MAX_GET_FILE_CHUNK, SAMPLES_DIR, TURN_WAIT};
+pub use transfer::{
+    CHUNKS_IN_FLIGHT, MAX_CHUNK_AHEAD, MAX_CHUNKS_WAITING, MAX_GET_FILE_CHUNK, SAMPLES_DIR,
+    TURN_WAIT,
+};

@@ -22,6 +22,9 @@ pub const MAX_CHUNK_AHEAD: u64 = 64 * 1024 * 1024;
 /// How many chunks `put_sample_begin` tells a client it may send before an answer: chunks
 /// of 4 MiB stay well within [`MAX_CHUNK_AHEAD`].
 pub const CHUNKS_IN_FLIGHT: u64 = 4;
+/// How many chunks of one upload may wait for their turn at once; more are refused at once,
+/// so a client cannot tie up the server's threads and memory with chunks that wait.
+pub const MAX_CHUNKS_WAITING: usize = 8;
 /// How long a chunk that arrived ahead of its turn waits for the bytes before it.
 pub const TURN_WAIT: Duration = Duration::from_secs(30);
 /// Where uploads are stored, inside the job's directory.
@@ -122,6 +125,7 @@ fn put_sample_begin(args: &Arguments, ctx: &ToolContext) -> ToolResult {
             temp,
             file,
             failed: None,
+            waiting: 0,
         },
     );
     Ok(json!({"upload_id": id, "chunks_in_flight": CHUNKS_IN_FLIGHT}))
@@ -146,7 +150,8 @@ fn unknown_upload(id: u64) -> ToolFailure {
 /// Decodes a chunk's bytes, then waits for its turn: chunks of one upload are stored in
 /// offset order, whatever order their calls run in, so a client may keep several in flight.
 /// A chunk may arrive up to [`MAX_CHUNK_AHEAD`] bytes ahead and waits up to [`TURN_WAIT`]
-/// for the bytes before it; once a chunk in turn is refused, those waiting are refused too.
+/// for the bytes before it, with at most [`MAX_CHUNKS_WAITING`] others; once a chunk in
+/// turn is refused, those waiting are refused too.
 fn put_sample_chunk(args: &Arguments, ctx: &ToolContext) -> ToolResult {
     let id = upload_id(args)?;
     let offset = args
@@ -158,10 +163,13 @@ fn put_sample_chunk(args: &Arguments, ctx: &ToolContext) -> ToolResult {
     let job = &ctx.job;
     let deadline = Instant::now() + TURN_WAIT;
     let mut uploads = lock(&job.uploads);
-    loop {
-        let upload = uploads.get_mut(&id).ok_or_else(|| unknown_upload(id))?;
+    let mut counted_waiting = false;
+    let outcome = loop {
+        let Some(upload) = uploads.get_mut(&id) else {
+            break Err(unknown_upload(id));
+        };
         if let Some(reason) = &upload.failed {
-            return Err(bad(
+            break Err(bad(
                 format!("upload {id} cannot complete: {reason}"),
                 "start again with put_sample_begin",
             ));
@@ -173,18 +181,18 @@ fn put_sample_chunk(args: &Arguments, ctx: &ToolContext) -> ToolResult {
                 upload.failed = Some(reason.clone());
             }
             job.upload_moved.notify_all();
-            return stored
+            break stored
                 .map(|received| json!({"received": received}))
                 .map_err(|reason| bad(reason, "start again with put_sample_begin"));
         }
         if offset < received {
-            return Err(bad(
+            break Err(bad(
                 format!("a chunk at offset {offset}, but {received} bytes were already received"),
                 "send each chunk once, at the offset after the last",
             ));
         }
         if offset - received > MAX_CHUNK_AHEAD {
-            return Err(bad(
+            break Err(bad(
                 format!(
                     "a chunk at offset {offset} is more than {MAX_CHUNK_AHEAD} bytes past the \
                      {received} received"
@@ -192,9 +200,22 @@ fn put_sample_chunk(args: &Arguments, ctx: &ToolContext) -> ToolResult {
                 "send chunks in order, at most 64 MiB ahead of the last one answered",
             ));
         }
+        if !counted_waiting {
+            if upload.waiting >= MAX_CHUNKS_WAITING {
+                break Err(bad(
+                    format!(
+                        "{MAX_CHUNKS_WAITING} chunks of upload {id} already wait for the bytes \
+                         from offset {received}"
+                    ),
+                    "send chunks in order, a few at a time",
+                ));
+            }
+            upload.waiting += 1;
+            counted_waiting = true;
+        }
         let now = Instant::now();
         if now >= deadline {
-            return Err(bad(
+            break Err(bad(
                 format!(
                     "a chunk at offset {offset} waited {}s for the bytes from offset {received}, \
                      which never came",
@@ -208,7 +229,11 @@ fn put_sample_chunk(args: &Arguments, ctx: &ToolContext) -> ToolResult {
             .wait_timeout(uploads, deadline - now)
             .unwrap_or_else(|p| p.into_inner())
             .0;
+    };
+    if counted_waiting && let Some(upload) = uploads.get_mut(&id) {
+        upload.waiting -= 1;
     }
+    outcome
 }
 
 /// Stores the chunk in turn: the bytes received so far after it, or why it was refused.
@@ -249,6 +274,7 @@ fn put_sample_finish(args: &Arguments, ctx: &ToolContext) -> ToolResult {
         temp,
         file,
         failed: refused_chunk,
+        waiting: _,
     } = upload;
     drop(file);
     let refuse = |message: String| {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use maljan_sidecar_kit::{MAX_CHUNK_AHEAD, Probe, Server, ToolSpec};
+use maljan_sidecar_kit::{MAX_CHUNK_AHEAD, MAX_CHUNKS_WAITING, Probe, Server, ToolSpec};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines, ReadHalf, WriteHalf};
@@ -292,4 +292,56 @@ async fn a_chunk_waiting_for_its_turn_is_refused_when_its_upload_is_finished_wit
     assert!(finish.contains("0 bytes received of the 6"), "{finish}");
     let waiting = structured(&replies[0])["error"]["message"].to_string();
     assert!(waiting.contains("no upload"), "{waiting}");
+}
+
+#[tokio::test]
+async fn no_more_than_a_few_chunks_may_wait_for_their_turn() {
+    let mut client = start(Server::builder("t", "1").file_transfer().build());
+    let upload = begin_upload(&mut client, b"abcd").await;
+    // Chunks at offset 3 wait for the first three bytes: one too many is refused at once,
+    // and is the only reply before those bytes come.
+    let ids: Vec<u64> = (0..=MAX_CHUNKS_WAITING as u64).map(|n| 10 + n).collect();
+    for id in &ids {
+        client
+            .send(chunk(*id, upload, 3, &STANDARD.encode("d")))
+            .await;
+    }
+    let refused = client.receive().await;
+    let message = structured(&refused)["error"]["message"].to_string();
+    assert!(message.contains("already wait"), "{refused}");
+
+    // The first bytes let one waiting chunk through; the others came twice.
+    client
+        .send(chunk(2, upload, 0, &STANDARD.encode("abc")))
+        .await;
+    let rest: Vec<u64> = ids
+        .iter()
+        .copied()
+        .filter(|id| refused["id"] != *id)
+        .chain([2])
+        .collect();
+    let replies = replies_by_id(&mut client, &rest).await;
+    let received: Vec<u64> = replies
+        .iter()
+        .filter_map(|r| structured(r)["received"].as_u64())
+        .collect();
+    assert_eq!(
+        received.iter().filter(|&&r| r == 4).count(),
+        1,
+        "{replies:?}"
+    );
+    assert_eq!(
+        received.iter().filter(|&&r| r == 3).count(),
+        1,
+        "{replies:?}"
+    );
+    let twice = replies
+        .iter()
+        .filter(|r| {
+            structured(r)["error"]["message"]
+                .to_string()
+                .contains("already received")
+        })
+        .count();
+    assert_eq!(twice, MAX_CHUNKS_WAITING - 1);
 }
