@@ -56,39 +56,24 @@ fn bench(c: &mut Criterion) {
         .await
         .expect("sets up")
     });
-    let remote_path = runtime.block_on(async {
-        upload(
-            &server,
-            &sample,
-            "big.bin",
-            UploadMode::Chunked,
-            CHUNK_BYTES as usize,
-            |_, _| {},
-        )
-        .await
-        .expect("uploaded")
-        .remote_path
-    });
+    let upload_sample = || {
+        runtime
+            .block_on(upload(
+                &server,
+                &sample,
+                "big.bin",
+                UploadMode::Chunked,
+                CHUNK_BYTES as usize,
+                |_, _| {},
+            ))
+            .expect("uploaded")
+    };
+    let remote_path = upload_sample().remote_path;
     let mut group = c.benchmark_group("transfer_256_mib");
     group.throughput(Throughput::Bytes(SIZE as u64));
     group.sample_size(10);
     let hwm_before = vm_hwm_mib();
-    group.bench_function("upload_chunked_over_stdio", |b| {
-        b.iter(|| {
-            runtime.block_on(async {
-                upload(
-                    &server,
-                    &sample,
-                    "big.bin",
-                    UploadMode::Chunked,
-                    CHUNK_BYTES as usize,
-                    |_, _| {},
-                )
-                .await
-                .expect("uploaded")
-            })
-        })
-    });
+    group.bench_function("upload_chunked_over_stdio", |b| b.iter(upload_sample));
     group.bench_function("download_over_stdio", |b| {
         b.iter(|| {
             runtime.block_on(async {

@@ -41,21 +41,23 @@ pub(crate) fn tool_reply(id: &RequestId, result: ToolResult, tool: &str) -> Vec<
         Err(failure) => (failure.to_envelope(tool), true),
     };
     let structured = value.is_object();
-    let mut line = Vec::with_capacity(2 * json_size_hint(&value) + 256);
+    let repeated_as_text = !(structured && holds_large_string(&value, TEXT_COPY_MAX_BYTES));
+    let size = json_size_hint(&value);
+    let mut line = Vec::with_capacity(size * (1 + usize::from(repeated_as_text)) + 256);
     line.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
     // Writing an id (a number or a string) into a Vec cannot fail.
     let _ = serde_json::to_writer(&mut line, id);
     line.extend_from_slice(b",\"result\":{\"content\":[{\"type\":\"text\",\"text\":");
-    if structured && holds_large_string(&value, TEXT_COPY_MAX_BYTES) {
+    if repeated_as_text {
+        let mut text = Vec::with_capacity(size + 16);
+        write_value(&mut text, &value);
+        // JSON written from a Value is UTF-8.
+        write_str(&mut line, &String::from_utf8_lossy(&text));
+    } else {
         write_str(
             &mut line,
             "{\"structuredContent\": \"too large to repeat as text\"}",
         );
-    } else {
-        let mut text = Vec::with_capacity(json_size_hint(&value) + 16);
-        write_value(&mut text, &value);
-        // JSON written from a Value is UTF-8.
-        write_str(&mut line, &String::from_utf8_lossy(&text));
     }
     line.extend_from_slice(b"}]");
     if structured {

@@ -183,6 +183,10 @@ async fn begin_upload(client: &mut Client, content: &[u8]) -> u64 {
         .expect("an upload id")
 }
 
+fn finish(id: u64, upload: u64) -> Value {
+    call(id, "put_sample_finish", json!({"upload_id": upload}))
+}
+
 fn chunk(id: u64, upload: u64, offset: u64, content_base64: &str) -> Value {
     call(
         id,
@@ -206,9 +210,7 @@ async fn a_chunk_that_arrives_before_the_bytes_before_it_waits_for_its_turn() {
     assert_eq!(structured(&replies[0])["received"], 6, "{}", replies[0]);
     assert_eq!(structured(&replies[1])["received"], 3, "{}", replies[1]);
 
-    client
-        .send(call(4, "put_sample_finish", json!({"upload_id": upload})))
-        .await;
+    client.send(finish(4, upload)).await;
     let finished = client.receive().await;
     let receipt = structured(&finished);
     assert_eq!(receipt["size"], 6, "{finished}");
@@ -233,9 +235,7 @@ async fn once_a_chunk_in_turn_is_refused_the_chunks_waiting_behind_it_are_refuse
         "{waiting}"
     );
 
-    client
-        .send(call(4, "put_sample_finish", json!({"upload_id": upload})))
-        .await;
+    client.send(finish(4, upload)).await;
     let finished = client.receive().await;
     assert_eq!(finished["result"]["isError"], true, "{finished}");
     let message = structured(&finished)["error"]["message"].to_string();
@@ -271,9 +271,7 @@ async fn chunks_sent_twice_or_too_far_ahead_are_refused_without_waiting() {
         .send(chunk(5, upload, 3, &STANDARD.encode("def")))
         .await;
     assert_eq!(structured(&client.receive().await)["received"], 6);
-    client
-        .send(call(6, "put_sample_finish", json!({"upload_id": upload})))
-        .await;
+    client.send(finish(6, upload)).await;
     assert_eq!(structured(&client.receive().await)["size"], 6);
 }
 
@@ -284,9 +282,7 @@ async fn a_chunk_waiting_for_its_turn_is_refused_when_its_upload_is_finished_wit
     client
         .send(chunk(2, upload, 3, &STANDARD.encode("def")))
         .await;
-    client
-        .send(call(3, "put_sample_finish", json!({"upload_id": upload})))
-        .await;
+    client.send(finish(3, upload)).await;
     let replies = replies_by_id(&mut client, &[2, 3]).await;
     let finish = structured(&replies[1])["error"]["message"].to_string();
     assert!(finish.contains("0 bytes received of the 6"), "{finish}");

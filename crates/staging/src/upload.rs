@@ -170,8 +170,8 @@ pub async fn hash_file(path: &Path) -> std::io::Result<(u64, String)> {
 /// of the bytes read (the size is one more than `size` when the file has grown since).
 /// Stops early, without error, when the receiving side is gone.
 ///
-/// The buffers go round between the reader and the sender: a few allocated once, rather
-/// than a new one per chunk.
+/// The buffers go round between the reader and the sender: allocated once, rather than one
+/// per chunk.
 fn read_chunks(
     path: &Path,
     size: u64,

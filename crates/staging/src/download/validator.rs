@@ -132,6 +132,19 @@ impl DownloadValidator {
 
     /// As [`handle_answer`](Self::handle_answer), with the bytes decoded into `bytes`
     /// (cleared first), so one buffer serves every chunk of a download.
+    ///
+    /// ```
+    /// use maljan_staging::DownloadValidator;
+    /// let mut v = DownloadValidator::new("a.txt", 4);
+    /// let sha = "b94d27b9934d3e08a52e52d7da7dabfac484efe37a5380ee9088f7ace2efcde9"; // "hello world"
+    /// let answer = |offset: u64, b64: &str| serde_json::json!({
+    ///     "size": 11, "sha256": sha, "offset": offset, "content_base64": b64});
+    /// let mut bytes = Vec::new();
+    /// v.handle_answer_into(&answer(0, "aGVsbA=="), &mut bytes).unwrap();
+    /// assert_eq!(bytes, b"hell");
+    /// v.handle_answer_into(&answer(4, "byB3"), &mut bytes).unwrap();
+    /// assert_eq!(bytes, b"o w", "the buffer holds only the latest chunk");
+    /// ```
     pub fn handle_answer_into(
         &mut self,
         answer: &Value,
