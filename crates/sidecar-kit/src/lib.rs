@@ -37,6 +37,7 @@
 //! }
 //! ```
 
+mod buffers;
 mod http;
 mod job;
 mod logging;

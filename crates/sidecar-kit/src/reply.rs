@@ -7,6 +7,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::ToolResult;
+use crate::buffers::BUFFERS;
 
 /// Structured answers holding a string longer than this are not repeated as text.
 const TEXT_COPY_MAX_BYTES: usize = 1024 * 1024;
@@ -34,7 +35,8 @@ pub(crate) fn response_line<T: Serialize>(id: &RequestId, result: &T) -> Vec<u8>
 /// The response line of a tool call: an MCP `CallToolResult` whose structured content is
 /// the tool's value (or its error envelope, with `isError`), repeated as text for clients
 /// that read only text, except when it holds a large string (a file chunk): then the text
-/// says where it is, and the answer is not twice its size.
+/// says where it is, and the answer is not twice its size. The line and the value's large
+/// strings come from and go back to the server's kept buffers.
 pub(crate) fn tool_reply(id: &RequestId, result: ToolResult, tool: &str) -> Vec<u8> {
     let (value, is_error) = match result {
         Ok(value) => (value, false),
@@ -43,7 +45,7 @@ pub(crate) fn tool_reply(id: &RequestId, result: ToolResult, tool: &str) -> Vec<
     let structured = value.is_object();
     let repeated_as_text = !(structured && holds_large_string(&value, TEXT_COPY_MAX_BYTES));
     let size = json_size_hint(&value);
-    let mut line = Vec::with_capacity(size * (1 + usize::from(repeated_as_text)) + 256);
+    let mut line = BUFFERS.take(size * (1 + usize::from(repeated_as_text)) + 256);
     line.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
     // Writing an id (a number or a string) into a Vec cannot fail.
     let _ = serde_json::to_writer(&mut line, id);
@@ -68,6 +70,7 @@ pub(crate) fn tool_reply(id: &RequestId, result: ToolResult, tool: &str) -> Vec<
         line.extend_from_slice(b",\"isError\":true");
     }
     line.extend_from_slice(b"}}\n");
+    BUFFERS.give_strings(value);
     line
 }
 

@@ -23,6 +23,7 @@ use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 use tokio::task::{AbortHandle, JoinSet};
 
+use crate::buffers::BUFFERS;
 use crate::reply::{response_line, tool_reply};
 use crate::tool::Handler;
 use crate::{Arguments, Job, ProbeResult, ToolContext, ToolResult, ToolSpec};
@@ -469,7 +470,7 @@ impl Server {
         let arguments = Arguments::new(call.arguments.unwrap_or_default());
         let outcome =
             std::panic::catch_unwind(AssertUnwindSafe(|| (tool.handler)(&arguments, &context)));
-        drop(arguments);
+        BUFFERS.give_strings(Value::Object(arguments.into_map()));
         let result = outcome.unwrap_or_else(|panic| {
             Err(ToolFailure::new(
                 ErrorCode::ToolFailed,
@@ -500,6 +501,7 @@ async fn write_lines<W: AsyncWrite + Unpin>(
     while let Some(line) = lines.recv().await {
         writer.write_all(&line).await?;
         writer.flush().await?;
+        BUFFERS.give(line);
     }
     writer.shutdown().await
 }

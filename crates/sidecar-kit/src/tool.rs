@@ -131,6 +131,11 @@ impl Arguments {
         Arguments(map)
     }
 
+    /// The argument object.
+    pub(crate) fn into_map(self) -> Map<String, Value> {
+        self.0
+    }
+
     /// The raw argument, if present.
     pub fn get(&self, name: &str) -> Option<&Value> {
         self.0.get(name).filter(|v| !v.is_null())

@@ -12,6 +12,7 @@ use maljan_mcp_proto::maljan::{ErrorCode, ToolFailure};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::buffers::BUFFERS;
 use crate::job::{Upload, lock};
 use crate::{Arguments, Job, ServerBuilder, ToolContext, ToolResult, ToolSpec};
 
@@ -157,9 +158,12 @@ fn put_sample_chunk(args: &Arguments, ctx: &ToolContext) -> ToolResult {
     let offset = args
         .optional_u64("offset")?
         .ok_or_else(|| bad("the argument offset is missing", "pass the chunk's offset"))?;
-    let decoded = STANDARD
-        .decode(args.string("content_base64")?)
-        .map_err(|e| format!("content_base64 is not base64: {e}"));
+    let content = args.string("content_base64")?;
+    let mut decoded = BUFFERS.take(content.len() / 4 * 3 + 3);
+    let decoded = match STANDARD.decode_vec(content, &mut decoded) {
+        Ok(()) => Ok(decoded),
+        Err(e) => Err(format!("content_base64 is not base64: {e}")),
+    };
     let job = &ctx.job;
     let deadline = Instant::now() + TURN_WAIT;
     let mut uploads = lock(&job.uploads);
@@ -257,6 +261,7 @@ fn store_chunk(
         .map_err(|e| format!("writing upload {id}: {e}"))?;
     upload.hasher.update(&bytes);
     upload.received += bytes.len() as u64;
+    BUFFERS.give(bytes);
     Ok(upload.received)
 }
 
@@ -315,7 +320,7 @@ fn get_file(args: &Arguments, ctx: &ToolContext) -> ToolResult {
         .digest_of(&path)
         .map_err(|e| failed(format!("reading {named}: {e}")))?;
     let take = length.min(size.saturating_sub(offset));
-    let mut bytes = Vec::with_capacity(take as usize);
+    let mut bytes = BUFFERS.take(take as usize);
     let mut file = OpenOptions::new()
         .read(true)
         .open(&path)
@@ -329,8 +334,10 @@ fn get_file(args: &Arguments, ctx: &ToolContext) -> ToolResult {
             bytes.len()
         )));
     }
-    Ok(json!({"size": size, "sha256": sha256, "offset": offset,
-        "content_base64": STANDARD.encode(&bytes)}))
+    let mut content = BUFFERS.take_string(bytes.len().div_ceil(3) * 4);
+    STANDARD.encode_string(&bytes, &mut content);
+    BUFFERS.give(bytes);
+    Ok(json!({"size": size, "sha256": sha256, "offset": offset, "content_base64": content}))
 }
 
 impl ServerBuilder {
