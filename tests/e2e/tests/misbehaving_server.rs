@@ -196,3 +196,24 @@ async fn a_server_that_cannot_start_is_reported_with_its_exit_and_stderr() {
     assert!(matches!(error, ClientError::Spawn(_)), "{error}");
     assert!(error.to_string().contains("/no/such/server"));
 }
+
+/// The threads of this process with this name.
+fn threads_named(name: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .expect("the process's threads")
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .filter(|comm| comm.trim_end() == name)
+        .count()
+}
+
+#[tokio::test]
+async fn stdout_is_read_on_a_thread_of_its_own_that_is_gone_once_closed() {
+    let command = ServerCommand::new(SERVER);
+    let server = connect(&ServerConfig::stdio("readerthread", command), patient()).await;
+    // Thread names are cut to 15 bytes.
+    assert_eq!(threads_named("stdout readerth"), 1);
+    let answer = server.call("echo", json!({"i": 1})).await.expect("call");
+    assert_eq!(answer.value, json!({"i": 1}));
+    server.close().await;
+    assert_eq!(threads_named("stdout readerth"), 0);
+}

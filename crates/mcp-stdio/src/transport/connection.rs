@@ -18,6 +18,7 @@ use tokio::task::JoinHandle;
 
 use super::child::ServerChild;
 use super::stderr::StderrTail;
+use super::stdout_reader::StdoutReader;
 use super::{StdioConfig, TransportError};
 use crate::classifier::{Event, LineClassifier, LineCounts};
 
@@ -138,7 +139,7 @@ pub struct Connection {
     shared: Arc<Shared>,
     grace: Duration,
     max_statements: u64,
-    reader: Option<JoinHandle<()>>,
+    reader: Option<StdoutReader>,
     writer: Option<JoinHandle<()>>,
     stderr_task: Option<JoinHandle<()>>,
     child: Option<ServerChild>,
@@ -219,13 +220,20 @@ impl Connection {
             stderr,
             child_pid: child.as_ref().and_then(ServerChild::pid),
         });
-        let reader = tokio::spawn(read_loop(reader, shared.clone(), config.clone(), notify_tx));
+        let read = read_loop(reader, shared.clone(), config.clone(), notify_tx);
+        let reader = if child.is_some() {
+            StdoutReader::on_thread(format!("stdout {}", config.name), read)
+                .map_err(|e| shared.fail(shared.lost(format!("no thread to read stdout on: {e}"))))
+                .ok()
+        } else {
+            Some(StdoutReader::on_runtime(read))
+        };
         let writer = tokio::spawn(write_loop(writer, outgoing_rx, shared.clone()));
         Connection {
             shared,
             grace: config.close_grace,
             max_statements: config.classifier.max_statements,
-            reader: Some(reader),
+            reader,
             writer: Some(writer),
             stderr_task,
             child,
@@ -340,7 +348,7 @@ impl Connection {
             None => (None, StoppedBy::NoChild),
         };
         if let Some(reader) = self.reader.take() {
-            finish_task(reader, self.grace).await;
+            reader.finish(self.grace).await;
         }
         if let Some(stderr) = self.stderr_task.take() {
             finish_task(stderr, self.grace).await;
@@ -384,10 +392,8 @@ async fn finish_task(task: JoinHandle<()>, grace: Duration) {
 
 impl Drop for Connection {
     fn drop(&mut self) {
-        for task in [&self.reader, &self.writer, &self.stderr_task]
-            .into_iter()
-            .flatten()
-        {
+        // The reader stops as its handle drops.
+        for task in [&self.writer, &self.stderr_task].into_iter().flatten() {
             task.abort();
         }
         // The child, if any, is killed by its own drop (kill_on_drop); nothing is spawned.
@@ -476,6 +482,9 @@ async fn read_loop<R: AsyncRead + Unpin>(
             let Some(event) = classifier.poll_event() else {
                 break;
             };
+            // Counted before an answer is handed over: whoever gets it sees counts that
+            // include it and everything before it.
+            *lock(&shared.counts) = classifier.counts();
             handle_event(event, &shared, &mut classifier, &notifications).await;
         }
         *lock(&shared.counts) = classifier.counts();

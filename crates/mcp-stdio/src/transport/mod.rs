@@ -5,6 +5,7 @@ mod child;
 mod connection;
 mod error;
 mod stderr;
+mod stdout_reader;
 
 use std::time::Duration;
 
