@@ -183,9 +183,6 @@ impl ServerConnection {
             |done, total| self.progress("upload", &name, done, Some(total)),
         )
         .await;
-        let (size, sha256) = maljan_staging::hash_file(local)
-            .await
-            .unwrap_or((0, String::new()));
         let (outcome, staged) = match &result {
             Ok(receipt) => (
                 DisclosureOutcome::Sent {
@@ -204,9 +201,12 @@ impl ServerConnection {
                 )),
             ),
         };
+        // The receipt names what was sent; after a failure the file is hashed for the record.
         let (size, sha256) = match &result {
             Ok(receipt) => (receipt.size, receipt.sha256.clone()),
-            Err(_) => (size, sha256),
+            Err(_) => maljan_staging::hash_file(local)
+                .await
+                .unwrap_or((0, String::new())),
         };
         lock(&job.disclosures).push(Disclosure {
             server: self.name().to_owned(),
