@@ -16,7 +16,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::card::ServerCard;
-use crate::link::{Link, LinkFailure};
+use crate::link::{Link, LinkFailure, Params};
 use crate::transfer::JOB_DIR_ENV;
 use crate::{ClientError, ClientSettings, ServerConfig, ServerTransport};
 
@@ -254,7 +254,13 @@ impl ServerConnection {
     ) -> Result<Box<RawValue>, ClientError> {
         let params = to_raw(params);
         let reply = self
-            .request(step, params, self.settings.setup_timeout, ends_setup, false)
+            .request(
+                step,
+                Params::Raw(params),
+                self.settings.setup_timeout,
+                ends_setup,
+                false,
+            )
             .await;
         match reply {
             Ok(Reply::Result(result)) => Ok(result),
@@ -352,7 +358,7 @@ impl ServerConnection {
     async fn request(
         &self,
         method: &str,
-        params: Option<Box<RawValue>>,
+        params: Params,
         wait: Duration,
         ends_setup: Option<EndsSetup>,
         cancellable: bool,
@@ -459,13 +465,19 @@ impl ServerConnection {
     ) -> ToolAnswer {
         // The arguments are dropped once serialized, before the wait: a file chunk is not
         // held twice while its call is in flight.
-        let raw = to_raw(&CallToolParams {
+        let params = CallToolParams {
             name: tool.to_owned(),
             arguments: Some(arguments),
             meta,
-        });
+        };
         let reply = self
-            .request(methods::TOOLS_CALL, raw, wait, None, true)
+            .request(
+                methods::TOOLS_CALL,
+                Params::Json(params.into_value()),
+                wait,
+                None,
+                true,
+            )
             .await;
         match reply {
             Ok(Reply::Result(raw)) => match serde_json::from_str::<CallToolResult>(raw.get()) {

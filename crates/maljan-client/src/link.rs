@@ -5,6 +5,7 @@ use futures::future::BoxFuture;
 use maljan_mcp_http::{HttpConnection, HttpError};
 use maljan_mcp_proto::jsonrpc::{InvalidReason, Notification, Reply, RequestId};
 use maljan_mcp_stdio::{CloseReport, Connection, EndsSetup, LineCounts, StoppedBy, TransportError};
+use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 
@@ -48,6 +49,25 @@ impl std::fmt::Display for LinkFailure {
     }
 }
 
+/// What a request carries.
+#[derive(Debug)]
+pub(crate) enum Params {
+    /// Raw JSON, or nothing.
+    Raw(Option<Box<RawValue>>),
+    /// A value, written straight into the request's line where the transport allows (a
+    /// tool call's arguments: a file chunk is then not escaped byte by byte nor copied).
+    Json(Value),
+}
+
+impl Params {
+    fn into_raw(self) -> Option<Box<RawValue>> {
+        match self {
+            Params::Raw(raw) => raw,
+            Params::Json(value) => serde_json::value::to_raw_value(&value).ok(),
+        }
+    }
+}
+
 /// A request on its way: its id (for `notifications/cancelled`) and its answer.
 pub(crate) type Pending = (RequestId, BoxFuture<'static, Result<Reply, LinkFailure>>);
 
@@ -75,14 +95,18 @@ impl Link {
     pub(crate) async fn send(
         &self,
         method: &str,
-        params: Option<Box<RawValue>>,
+        params: Params,
         ends_setup: Option<EndsSetup>,
     ) -> Result<Pending, LinkFailure> {
         match self {
             Link::Stdio(c) => {
-                let pending = match ends_setup {
-                    Some(ends) => c.send_setup_request(method, params, ends).await?,
-                    None => c.send_request(method, params).await?,
+                let pending = match (ends_setup, params) {
+                    (Some(ends), params) => {
+                        c.send_setup_request(method, params.into_raw(), ends)
+                            .await?
+                    }
+                    (None, Params::Json(value)) => c.send_request_json(method, value).await?,
+                    (None, Params::Raw(raw)) => c.send_request(method, raw).await?,
                 };
                 let id = pending.id().clone();
                 Ok((id, pending.map(|r| r.map_err(LinkFailure::from)).boxed()))
@@ -90,6 +114,7 @@ impl Link {
             Link::Http(c, _) => {
                 let id = c.next_id();
                 let (connection, method, request_id) = (c.clone(), method.to_owned(), id.clone());
+                let params = params.into_raw();
                 let answer = async move {
                     connection
                         .request(request_id, &method, params)

@@ -26,6 +26,7 @@
 //! Request ids are strings or 64-bit signed integers.
 
 pub mod fuzzing;
+pub mod json_writer;
 pub mod jsonrpc;
 pub mod maljan;
 pub mod mcp;

@@ -1,7 +1,8 @@
 //! Writing answers as lines of JSON-RPC: a tool's result is written in one pass into a
-//! buffer of about its size, and strings that need no escaping (base64 file chunks, most
-//! text) are copied as they are rather than scanned one byte at a time.
+//! buffer of about its size, with the protocol crate's fast writer (strings that need no
+//! escaping, a base64 file chunk, are copied rather than escaped byte by byte).
 
+use maljan_mcp_proto::json_writer::{size_hint, write_str, write_value};
 use maljan_mcp_proto::jsonrpc::RequestId;
 use serde::Serialize;
 use serde_json::Value;
@@ -44,7 +45,7 @@ pub(crate) fn tool_reply(id: &RequestId, result: ToolResult, tool: &str) -> Vec<
     };
     let structured = value.is_object();
     let repeated_as_text = !(structured && holds_large_string(&value, TEXT_COPY_MAX_BYTES));
-    let size = json_size_hint(&value);
+    let size = size_hint(&value);
     let mut line = BUFFERS.take(size * (1 + usize::from(repeated_as_text)) + 256);
     line.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
     // Writing an id (a number or a string) into a Vec cannot fail.
@@ -82,77 +83,6 @@ fn holds_large_string(value: &Value, limit: usize) -> bool {
         Value::Object(map) => map.values().any(|v| holds_large_string(v, limit)),
         _ => false,
     }
-}
-
-/// The bytes of a value's keys and strings: about its JSON size when strings dominate.
-fn json_size_hint(value: &Value) -> usize {
-    match value {
-        Value::String(s) => s.len() + 2,
-        Value::Array(items) => items.iter().map(json_size_hint).sum::<usize>() + items.len(),
-        Value::Object(map) => map
-            .iter()
-            .map(|(k, v)| k.len() + 4 + json_size_hint(v))
-            .sum(),
-        _ => 8,
-    }
-}
-
-/// Appends `value` as compact JSON: byte for byte what `serde_json::to_writer` writes.
-pub(crate) fn write_value(out: &mut Vec<u8>, value: &Value) {
-    match value {
-        Value::String(s) => write_str(out, s),
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_value(out, item);
-            }
-            out.push(b']');
-        }
-        Value::Object(map) => {
-            out.push(b'{');
-            for (i, (key, item)) in map.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_str(out, key);
-                out.push(b':');
-                write_value(out, item);
-            }
-            out.push(b'}');
-        }
-        // null, booleans and numbers: writing them into a Vec cannot fail.
-        scalar => {
-            let _ = serde_json::to_writer(&mut *out, scalar);
-        }
-    }
-}
-
-/// Appends a JSON string: copied between quotes when nothing in it needs escaping,
-/// escaped by serde_json otherwise.
-fn write_str(out: &mut Vec<u8>, s: &str) {
-    if needs_no_escape(s.as_bytes()) {
-        out.reserve(s.len() + 2);
-        out.push(b'"');
-        out.extend_from_slice(s.as_bytes());
-        out.push(b'"');
-    } else {
-        // Writing a string into a Vec cannot fail.
-        let _ = serde_json::to_writer(&mut *out, s);
-    }
-}
-
-/// Whether no byte is a control character, `"` or `\`: the bytes JSON escapes. Checked 64
-/// bytes at a time without branching inside a block, which the compiler turns into wide
-/// vector compares.
-fn needs_no_escape(bytes: &[u8]) -> bool {
-    bytes.chunks(64).all(|block| {
-        block.iter().fold(0u8, |escape, &b| {
-            escape | u8::from(b < 0x20) | u8::from(b == b'"') | u8::from(b == b'\\')
-        }) == 0
-    })
 }
 
 #[cfg(test)]
@@ -205,13 +135,6 @@ mod tests {
     }
 
     proptest! {
-        #[test]
-        fn values_are_written_byte_for_byte_as_serde_json_writes_them(value in any_json()) {
-            let mut fast = Vec::new();
-            write_value(&mut fast, &value);
-            prop_assert_eq!(fast, serde_json::to_vec(&value).expect("serializes"));
-        }
-
         #[test]
         fn tool_replies_say_what_serde_would(value in any_json(), id in any::<i64>()) {
             let id = RequestId::Integer(id);

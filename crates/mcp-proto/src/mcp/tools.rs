@@ -70,6 +70,34 @@ pub struct CallToolParams {
     pub meta: Option<Map<String, Value>>,
 }
 
+impl CallToolParams {
+    /// The params as a JSON value, as serde would write them, the arguments moved rather
+    /// than copied (a file chunk's base64 is not copied once more).
+    ///
+    /// ```
+    /// use maljan_mcp_proto::mcp::CallToolParams;
+    /// let params = CallToolParams {
+    ///     name: "get_file".into(),
+    ///     arguments: serde_json::json!({"path": "a.bin"}).as_object().cloned(),
+    ///     meta: serde_json::json!({"progressToken": 1}).as_object().cloned(),
+    /// };
+    /// assert_eq!(serde_json::to_value(&params).unwrap(), params.clone().into_value());
+    /// let bare = CallToolParams { name: "t".into(), arguments: None, meta: None };
+    /// assert_eq!(serde_json::to_value(&bare).unwrap(), bare.into_value());
+    /// ```
+    pub fn into_value(self) -> Value {
+        let mut params = Map::new();
+        params.insert("name".to_owned(), Value::String(self.name));
+        if let Some(arguments) = self.arguments {
+            params.insert("arguments".to_owned(), Value::Object(arguments));
+        }
+        if let Some(meta) = self.meta {
+            params.insert("_meta".to_owned(), Value::Object(meta));
+        }
+        Value::Object(params)
+    }
+}
+
 /// `tools/call` result.
 ///
 /// ```

@@ -7,10 +7,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use maljan_mcp_proto::json_writer::request_line;
 use maljan_mcp_proto::jsonrpc::{
     ErrorResponse, Message, Notification, Reply, Request, RequestId, Response,
 };
 use maljan_mcp_proto::mcp::{answer_as_client, methods};
+use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
@@ -252,7 +254,7 @@ impl Connection {
         method: &str,
         params: Option<Box<RawValue>>,
     ) -> Result<PendingRequest, TransportError> {
-        self.send_request_inner(method, params, None).await
+        self.send_request_with_raw(method, params, None).await
     }
 
     /// Sends a request whose answer may end the setup window: when `ends_setup` says so of
@@ -263,29 +265,61 @@ impl Connection {
         params: Option<Box<RawValue>>,
         ends_setup: EndsSetup,
     ) -> Result<PendingRequest, TransportError> {
-        self.send_request_inner(method, params, Some(ends_setup))
+        self.send_request_with_raw(method, params, Some(ends_setup))
             .await
     }
 
-    async fn send_request_inner(
+    /// Sends a request whose params are a JSON value, written straight into the request's
+    /// line ([`request_line`]): large arguments, a file chunk's base64 among them, are
+    /// neither escaped byte by byte nor copied into a raw value first. The value is dropped
+    /// once written, before the line waits for the writer.
+    ///
+    /// ```no_run
+    /// # async fn call(connection: &maljan_mcp_stdio::Connection) {
+    /// let params = serde_json::json!({"name": "get_file", "arguments": {"path": "a.bin"}});
+    /// let answer = connection.send_request_json("tools/call", params).await.unwrap().await;
+    /// # }
+    /// ```
+    pub async fn send_request_json(
+        &self,
+        method: &str,
+        params: Value,
+    ) -> Result<PendingRequest, TransportError> {
+        self.send_request_inner(None, move |id| request_line(id, method, &params))
+            .await
+    }
+
+    async fn send_request_with_raw(
         &self,
         method: &str,
         params: Option<Box<RawValue>>,
         ends_setup: Option<EndsSetup>,
     ) -> Result<PendingRequest, TransportError> {
+        self.send_request_inner(ends_setup, |id| {
+            encode(&Message::Request(Request {
+                id: id.clone(),
+                method: method.to_owned(),
+                params,
+            }))
+        })
+        .await
+    }
+
+    /// Registers a request under a new id and sends the line `line` writes for that id.
+    async fn send_request_inner(
+        &self,
+        ends_setup: Option<EndsSetup>,
+        line: impl FnOnce(&RequestId) -> Vec<u8>,
+    ) -> Result<PendingRequest, TransportError> {
         let id = RequestId::Integer(self.shared.next_id.fetch_add(1, Ordering::Relaxed));
         let (reply, answer) = oneshot::channel();
         lock(&self.shared.pending).insert(id.clone(), PendingEntry { reply, ends_setup });
+        let line = line(&id);
         let pending = PendingRequest {
-            id: id.clone(),
+            id,
             answer,
             shared: self.shared.clone(),
         };
-        let line = encode(&Message::Request(Request {
-            id,
-            method: method.to_owned(),
-            params,
-        }));
         self.shared.send_line(line).await?;
         Ok(pending)
     }
