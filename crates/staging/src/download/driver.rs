@@ -9,7 +9,7 @@ use crate::{ArtefactStore, Origin, StoredArtefact, ToolCaller};
 /// The chunk asked for at a time: 4 MiB.
 pub const CHUNK_BYTES: u64 = 4 * 1024 * 1024;
 /// How many chunks are asked for ahead, once the size is known.
-const CHUNKS_IN_FLIGHT: usize = 3;
+const CHUNKS_IN_FLIGHT: usize = 2;
 /// How many chunk buffers go round between decoding and the file's writer.
 const WRITE_BUFFERS: usize = 2;
 
