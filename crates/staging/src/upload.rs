@@ -21,7 +21,7 @@ use crate::ToolCaller;
 /// The most chunks sent ahead of the server's answers, when the server allows more than
 /// one (`chunks_in_flight` in its `put_sample_begin` answer: it stores them in offset order
 /// whatever order their calls run in). A server that does not say gets one at a time.
-const MAX_CHUNKS_IN_FLIGHT: u64 = 2;
+const MAX_CHUNKS_IN_FLIGHT: u64 = 3;
 /// How many read buffers go round between the file's reader and the sender.
 const READ_BUFFERS: usize = 1;
 
@@ -233,9 +233,9 @@ fn check_receipt(
 /// The file is hashed first (its digest is announced); then, chunked, it is streamed from
 /// disk `chunk_len` bytes at a time, hashed again as read, and `put_sample_finish` is called
 /// only when the bytes sent match the digest announced. When the server's
-/// `put_sample_begin` answer allows it (`chunks_in_flight`, as the kit's does), two chunks
-/// are kept in flight, so the server stores one while the next is read, encoded and sent;
-/// otherwise one at a time. Single, the whole file goes in one
+/// `put_sample_begin` answer allows it (`chunks_in_flight`, as the kit's does), up to three
+/// chunks are kept in flight, so the server stores one while the next are read, encoded and
+/// sent; otherwise one at a time. Single, the whole file goes in one
 /// `put_sample` call, whatever its size. The server's receipt must state the same size and
 /// digest. `progress` is told the bytes sent and the total.
 pub async fn upload<C: ToolCaller>(

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -16,16 +16,27 @@ use sha2::{Digest, Sha256};
 /// Receives one chunked upload in memory, storing chunks in offset order whatever order
 /// their calls run in; `allows` is the `chunks_in_flight` its `put_sample_begin` answers,
 /// `grow` a file to append to when the upload begins (after the client hashed it, before
-/// it reads it to send).
+/// it reads it to send). A chunk's call is held until `hold_until` calls are in flight or
+/// the last chunk has come, so the most seen in flight is what the client sends ahead,
+/// not how fast its reading thread happened to be; once a hold runs out, no more are held.
 #[derive(Default)]
 struct MemoryServer {
     received: Mutex<Vec<u8>>,
     calls: Mutex<Vec<String>>,
     allows: Option<u64>,
     grow: Option<PathBuf>,
+    hold_until: usize,
+    size: AtomicU64,
+    last_came: AtomicBool,
+    hold_ran_out: AtomicBool,
     in_call: AtomicUsize,
     most_in_flight: AtomicUsize,
 }
+
+/// How long a held call waits, in yields, for the others before going on regardless: long
+/// enough for a client sending one more than it should to be seen, and a client sending
+/// fewer fails the test rather than hangs it.
+const MAX_HOLD_YIELDS: u32 = 1_000_000;
 
 impl ToolCaller for MemoryServer {
     async fn call_tool(&self, tool: &str, arguments: Value) -> Result<Value, ToolFailure> {
@@ -38,6 +49,8 @@ impl ToolCaller for MemoryServer {
                     bytes.push(b'!');
                     std::fs::write(path, bytes).expect("grow");
                 }
+                let size = arguments["size"].as_u64().expect("size");
+                self.size.store(size, Ordering::SeqCst);
                 Ok(json!({"upload_id": 1, "chunks_in_flight": self.allows}))
             }
             "put_sample_chunk" => {
@@ -45,6 +58,22 @@ impl ToolCaller for MemoryServer {
                 let now = self.in_call.fetch_add(1, Ordering::SeqCst) + 1;
                 self.most_in_flight.fetch_max(now, Ordering::SeqCst);
                 let offset = arguments["offset"].as_u64().expect("offset");
+                let content = arguments["content_base64"].as_str().expect("content");
+                let bytes = STANDARD.decode(content).expect("base64");
+                if offset + bytes.len() as u64 >= self.size.load(Ordering::SeqCst) {
+                    self.last_came.store(true, Ordering::SeqCst);
+                }
+                let mut yields = 0;
+                while self.in_call.load(Ordering::SeqCst) < self.hold_until
+                    && !self.last_came.load(Ordering::SeqCst)
+                    && !self.hold_ran_out.load(Ordering::SeqCst)
+                {
+                    tokio::task::yield_now().await;
+                    yields += 1;
+                    if yields == MAX_HOLD_YIELDS {
+                        self.hold_ran_out.store(true, Ordering::SeqCst);
+                    }
+                }
                 // Wait for this chunk's turn, letting the others run.
                 loop {
                     tokio::task::yield_now().await;
@@ -62,8 +91,7 @@ impl ToolCaller for MemoryServer {
                         None,
                     ));
                 }
-                let content = arguments["content_base64"].as_str().expect("content");
-                received.extend(STANDARD.decode(content).expect("base64"));
+                received.extend(bytes);
                 Ok(json!({"received": received.len()}))
             }
             "put_sample_finish" => Ok(json!({
@@ -143,11 +171,13 @@ fn a_file_that_grows_after_it_was_hashed_is_not_finished() {
 }
 
 #[test]
-fn chunks_go_two_at_a_time_only_to_a_server_that_allows_it() {
+fn chunks_go_several_at_a_time_only_as_far_as_the_server_allows() {
     let file = vec![9u8; 10 * 512];
-    for (allows, expected) in [(None, 1), (Some(1), 1), (Some(4), 2)] {
+    for (allows, expected) in [(None, 1), (Some(1), 1), (Some(2), 2), (Some(4), 3)] {
         let server = MemoryServer {
             allows,
+            // One more than expected: a client sending more ahead than it should is seen.
+            hold_until: expected + 1,
             ..MemoryServer::default()
         };
         let sent = send(&server, &file, 512);
