@@ -131,7 +131,8 @@ impl DownloadValidator {
     }
 
     /// As [`handle_answer`](Self::handle_answer), with the bytes decoded into `bytes`
-    /// (cleared first), so one buffer serves every chunk of a download.
+    /// (replacing what it held; emptied when the answer is refused), so one buffer serves
+    /// every chunk of a download.
     ///
     /// ```
     /// use maljan_staging::DownloadValidator;
@@ -150,7 +151,19 @@ impl DownloadValidator {
         answer: &Value,
         bytes: &mut Vec<u8>,
     ) -> Result<(), DownloadError> {
-        bytes.clear();
+        let handled = self.check_and_decode(answer, bytes);
+        if handled.is_err() {
+            bytes.clear();
+        }
+        handled
+    }
+
+    /// [`DownloadValidator::handle_answer_into`], the buffer left as it is on an error.
+    fn check_and_decode(
+        &mut self,
+        answer: &Value,
+        bytes: &mut Vec<u8>,
+    ) -> Result<(), DownloadError> {
         let asked = self
             .next_request()
             .ok_or_else(|| self.malformed("an answer after the whole file was read"))?;
@@ -233,9 +246,12 @@ impl DownloadValidator {
         if implied > asked_length + 2 {
             return Err(self.too_long(offset, implied, asked_length, size));
         }
-        STANDARD
-            .decode_vec(encoded, bytes)
-            .map_err(|e| self.malformed(format!("content_base64 is not base64: {e}")))?;
+        // Sized, not cleared, before decoding into it: a buffer reused for chunks of one
+        // size is then not zeroed again for each.
+        bytes.resize(base64::decoded_len_estimate(encoded.len()), 0);
+        let decoded = STANDARD.decode_slice(encoded, bytes);
+        bytes.truncate(*decoded.as_ref().unwrap_or(&0));
+        decoded.map_err(|e| self.malformed(format!("content_base64 is not base64: {e}")))?;
         let len = bytes.len() as u64;
         if offset + len > size {
             return Err(DownloadError::ChunkPastSize {
