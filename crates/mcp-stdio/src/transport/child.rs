@@ -155,3 +155,34 @@ fn widen_pipe(pipe: &impl std::os::fd::AsFd) {
         tracing::debug!("the pipe keeps its size: {e}");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use nix::fcntl::{FcntlArg, fcntl};
+
+    use super::*;
+
+    #[test]
+    fn a_pipe_is_widened_as_far_as_the_system_allows() {
+        let (read, write) = nix::unistd::pipe().expect("a pipe");
+        let before = fcntl(&write, FcntlArg::F_GETPIPE_SZ).expect("its size");
+        let allowed: i32 = std::fs::read_to_string("/proc/sys/fs/pipe-max-size")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(before);
+        widen_pipe(&write);
+        let after = fcntl(&read, FcntlArg::F_GETPIPE_SZ).expect("its size");
+        if allowed >= PIPE_BYTES {
+            assert_eq!(
+                after, PIPE_BYTES,
+                "from {before}, the system allowing {allowed}"
+            );
+        } else {
+            // Refused, unless the process may pass the limit (root may).
+            assert!(
+                after == before || after == PIPE_BYTES,
+                "{before} -> {after}"
+            );
+        }
+    }
+}
