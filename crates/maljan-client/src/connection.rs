@@ -539,6 +539,12 @@ impl ServerConnection {
         self.connection.take_notifications()
     }
 
+    /// The server's process id: `Some` for a server this client spawned (stdio), `None`
+    /// over HTTP.
+    pub fn server_pid(&self) -> Option<u32> {
+        self.connection.server_pid()
+    }
+
     /// What the server's stdout held so far.
     pub fn counts(&self) -> LineCounts {
         self.connection.counts()

@@ -179,6 +179,13 @@ impl Link {
         }
     }
 
+    pub(crate) fn server_pid(&self) -> Option<u32> {
+        match self {
+            Link::Stdio(c) => c.server_pid(),
+            Link::Http(..) => None,
+        }
+    }
+
     pub(crate) fn stderr_tail(&self) -> String {
         match self {
             Link::Stdio(c) => c.stderr_tail(),

@@ -29,6 +29,58 @@ fn vm_hwm_mib() -> u64 {
         .map_or(0, |kib| kib / 1024)
 }
 
+/// CPU seconds (user and system, all threads) a process has used so far.
+fn cpu_seconds(pid: &str) -> f64 {
+    // /proc/PID/stat: fields 14 and 15, after the command in parentheses, in USER_HZ ticks
+    // (100 a second on Linux).
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let fields: Vec<u64> = stat
+                .rsplit(')')
+                .next()?
+                .split_whitespace()
+                .skip(11)
+                .take(2)
+                .filter_map(|f| f.parse().ok())
+                .collect();
+            Some(fields.iter().sum::<u64>() as f64 / 100.0)
+        })
+        .unwrap_or(0.0)
+}
+
+/// The CPU each side spent per transfer, over every run of a benchmark (warm-up included).
+struct CpuPerTransfer {
+    server: String,
+    client_start: f64,
+    server_start: f64,
+    transfers: std::cell::Cell<u32>,
+}
+
+impl CpuPerTransfer {
+    fn start(server: &str) -> Self {
+        CpuPerTransfer {
+            server: server.to_owned(),
+            client_start: cpu_seconds("self"),
+            server_start: cpu_seconds(server),
+            transfers: std::cell::Cell::new(0),
+        }
+    }
+
+    fn count(&self) {
+        self.transfers.set(self.transfers.get() + 1);
+    }
+
+    fn report(&self, what: &str) -> String {
+        let n = f64::from(self.transfers.get().max(1));
+        format!(
+            "{what}: client {:.2} s, server {:.2} s of CPU per 256 MiB",
+            (cpu_seconds("self") - self.client_start) / n,
+            (cpu_seconds(&self.server) - self.server_start) / n
+        )
+    }
+}
+
 fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("temp dir");
     let job = Arc::new(Job::create(dir.path().join("job")).expect("job"));
@@ -72,10 +124,20 @@ fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("transfer_256_mib");
     group.throughput(Throughput::Bytes(SIZE as u64));
     group.sample_size(10);
+    let server_pid = server.server_pid().expect("a spawned server").to_string();
     let hwm_before = vm_hwm_mib();
-    group.bench_function("upload_chunked_over_stdio", |b| b.iter(upload_sample));
+    let upload_cpu = CpuPerTransfer::start(&server_pid);
+    group.bench_function("upload_chunked_over_stdio", |b| {
+        b.iter(|| {
+            upload_cpu.count();
+            upload_sample()
+        })
+    });
+    let upload_cpu = upload_cpu.report("upload");
+    let download_cpu = CpuPerTransfer::start(&server_pid);
     group.bench_function("download_over_stdio", |b| {
         b.iter(|| {
+            download_cpu.count();
             runtime.block_on(async {
                 let origin = Origin {
                     step: None,
@@ -95,6 +157,7 @@ fn bench(c: &mut Criterion) {
             })
         })
     });
+    let download_cpu = download_cpu.report("download");
     // The transfers' peak, before the limit's base64 copy of the file is made.
     let transfers_peak = vm_hwm_mib();
     // The same bytes, base64 in 4 MiB chunks, for the single-core limit.
@@ -117,7 +180,7 @@ fn bench(c: &mut Criterion) {
     group.finish();
     eprintln!(
         "client peak resident memory during the transfers: {transfers_peak} MiB \
-         ({hwm_before} MiB when they began)"
+         ({hwm_before} MiB when they began)\n{upload_cpu}\n{download_cpu}"
     );
     runtime.block_on(server.close());
 }

@@ -349,6 +349,12 @@ impl Connection {
             .store(allowed, Ordering::Release);
     }
 
+    /// The server's process id, when this connection spawned it (as it was at spawn: the
+    /// server may have exited since).
+    pub fn server_pid(&self) -> Option<u32> {
+        self.shared.child_pid
+    }
+
     /// The counts of what stdout held so far.
     pub fn counts(&self) -> LineCounts {
         *lock(&self.shared.counts)
