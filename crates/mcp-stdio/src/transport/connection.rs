@@ -26,8 +26,9 @@ use crate::classifier::{Event, LineClassifier, LineCounts};
 
 /// How many outgoing lines may wait for the writer.
 const OUTGOING_QUEUE: usize = 64;
-/// Bytes read from stdout at a time.
-const READ_CHUNK: usize = 64 * 1024;
+/// Bytes read from stdout at a time: as much as the widened pipe holds, so a multi-MiB
+/// answer takes a few reads, not one per 64 KiB.
+const READ_CHUNK: usize = 1024 * 1024;
 
 /// Decides, from a response's result, whether it ends the setup window.
 pub type EndsSetup = fn(&RawValue) -> bool;
