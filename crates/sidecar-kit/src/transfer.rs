@@ -26,7 +26,8 @@ pub const CHUNKS_IN_FLIGHT: u64 = 4;
 /// How many chunks of one upload may wait for their turn at once; more are refused at once,
 /// so a client cannot tie up the server's threads and memory with chunks that wait.
 pub const MAX_CHUNKS_WAITING: usize = 8;
-/// How long a chunk that arrived ahead of its turn waits for the bytes before it.
+/// How long a chunk that arrived ahead of its turn waits for the bytes before it, unless
+/// the server says otherwise ([`ServerBuilder::file_transfer_waiting`]).
 pub const TURN_WAIT: Duration = Duration::from_secs(30);
 /// Where uploads are stored, inside the job's directory.
 pub const SAMPLES_DIR: &str = "samples";
@@ -150,10 +151,10 @@ fn unknown_upload(id: u64) -> ToolFailure {
 
 /// Decodes a chunk's bytes, then waits for its turn: chunks of one upload are stored in
 /// offset order, whatever order their calls run in, so a client may keep several in flight.
-/// A chunk may arrive up to [`MAX_CHUNK_AHEAD`] bytes ahead and waits up to [`TURN_WAIT`]
+/// A chunk may arrive up to [`MAX_CHUNK_AHEAD`] bytes ahead and waits up to `turn_wait`
 /// for the bytes before it, with at most [`MAX_CHUNKS_WAITING`] others; once a chunk in
 /// turn is refused, those waiting are refused too.
-fn put_sample_chunk(args: &Arguments, ctx: &ToolContext) -> ToolResult {
+fn put_sample_chunk(args: &Arguments, ctx: &ToolContext, turn_wait: Duration) -> ToolResult {
     let id = upload_id(args)?;
     let offset = args
         .optional_u64("offset")?
@@ -165,7 +166,7 @@ fn put_sample_chunk(args: &Arguments, ctx: &ToolContext) -> ToolResult {
         Err(e) => Err(format!("content_base64 is not base64: {e}")),
     };
     let job = &ctx.job;
-    let deadline = Instant::now() + TURN_WAIT;
+    let deadline = Instant::now() + turn_wait;
     let mut uploads = lock(&job.uploads);
     let mut counted_waiting = false;
     let outcome = loop {
@@ -221,9 +222,9 @@ fn put_sample_chunk(args: &Arguments, ctx: &ToolContext) -> ToolResult {
         if now >= deadline {
             break Err(bad(
                 format!(
-                    "a chunk at offset {offset} waited {}s for the bytes from offset {received}, \
-                     which never came",
-                    TURN_WAIT.as_secs()
+                    "a chunk at offset {offset} waited {:.1}s for the bytes from offset \
+                     {received}, which never came",
+                    turn_wait.as_secs_f64()
                 ),
                 "send every chunk, each at the offset after the last",
             ));
@@ -351,7 +352,27 @@ impl ServerBuilder {
     /// before it waits (up to [`TURN_WAIT`], at most [`MAX_CHUNK_AHEAD`] bytes ahead) for
     /// its turn to be written and hashed. `put_sample_begin` says so: its answer's
     /// `chunks_in_flight` is [`CHUNKS_IN_FLIGHT`].
+    ///
+    /// ```
+    /// let server = maljan_sidecar_kit::Server::builder("files", "1").file_transfer().build();
+    /// assert!(server.manifest().tools.iter().any(|t| t.name == "get_file"));
+    /// ```
     pub fn file_transfer(self) -> Self {
+        self.file_transfer_waiting(TURN_WAIT)
+    }
+
+    /// [`ServerBuilder::file_transfer`], a chunk that arrived ahead of its turn waiting at
+    /// most `turn_wait` for the bytes before it (rather than [`TURN_WAIT`]): shorter where
+    /// clients are near and a lost chunk should be reported soon, longer over slow links.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let server = maljan_sidecar_kit::Server::builder("files", "1")
+    ///     .file_transfer_waiting(Duration::from_secs(5))
+    ///     .build();
+    /// assert!(server.manifest().tools.iter().any(|t| t.name == "put_sample_chunk"));
+    /// ```
+    pub fn file_transfer_waiting(self, turn_wait: Duration) -> Self {
         let string = |d: &str| json!({"type": "string", "description": d});
         let integer = |d: &str| json!({"type": "integer", "minimum": 0, "description": d});
         self.tool(
@@ -376,7 +397,7 @@ impl ServerBuilder {
                 .optional("upload_id", integer("from put_sample_begin"))
                 .optional("offset", integer("where the chunk goes"))
                 .required_string("content_base64", "the chunk, base64"),
-            put_sample_chunk,
+            move |args, ctx| put_sample_chunk(args, ctx, turn_wait),
         )
         .tool(
             ToolSpec::new("put_sample_finish", "Checks and stores a chunked upload")

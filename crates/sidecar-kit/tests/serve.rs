@@ -341,3 +341,36 @@ async fn no_more_than_a_few_chunks_may_wait_for_their_turn() {
         .count();
     assert_eq!(twice, MAX_CHUNKS_WAITING - 1);
 }
+
+#[tokio::test]
+async fn a_chunk_whose_bytes_before_never_come_is_refused_once_its_wait_is_over() {
+    let wait = Duration::from_millis(200);
+    let server = Server::builder("t", "1")
+        .file_transfer_waiting(wait)
+        .build();
+    let mut client = start(server);
+    let upload = begin_upload(&mut client, b"abcdef").await;
+    let sent = std::time::Instant::now();
+    client
+        .send(chunk(2, upload, 3, &STANDARD.encode("def")))
+        .await;
+    let waited = client.receive().await;
+    assert!(sent.elapsed() >= wait, "answered before its wait was over");
+    assert_eq!(waited["result"]["isError"], true, "{waited}");
+    let message = structured(&waited)["error"]["message"].to_string();
+    assert!(
+        message.contains("waited 0.2s for the bytes from offset 0, which never came"),
+        "{message}"
+    );
+    // The upload goes on: the bytes before, then the refused chunk again.
+    client
+        .send(chunk(3, upload, 0, &STANDARD.encode("abc")))
+        .await;
+    assert_eq!(structured(&client.receive().await)["received"], 3);
+    client
+        .send(chunk(4, upload, 3, &STANDARD.encode("def")))
+        .await;
+    assert_eq!(structured(&client.receive().await)["received"], 6);
+    client.send(finish(5, upload)).await;
+    assert_eq!(structured(&client.receive().await)["size"], 6);
+}
