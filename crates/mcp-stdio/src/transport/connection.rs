@@ -226,7 +226,12 @@ impl Connection {
         let read = read_loop(reader, shared.clone(), config.clone(), notify_tx);
         let reader = if child.is_some() {
             StdoutReader::on_thread(format!("stdout {}", config.name), read)
-                .map_err(|e| shared.fail(shared.lost(format!("no thread to read stdout on: {e}"))))
+                .map_err(|e| {
+                    shared.fail(shared.lost(format!(
+                    "no thread could be started to read its stdout ({e}); the system is short of \
+                     threads or memory: close other connections or processes and connect again"
+                )))
+                })
                 .ok()
         } else {
             Some(StdoutReader::on_runtime(read))
