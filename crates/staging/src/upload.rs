@@ -17,6 +17,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 
 use crate::ToolCaller;
+use crate::caller::started;
 
 /// The most chunks sent ahead of the server's answers, when the server allows more than
 /// one (`chunks_in_flight` in its `put_sample_begin` answer: it stores them in offset order
@@ -246,7 +247,7 @@ pub async fn upload<C: ToolCaller>(
     chunk_len: usize,
     mut progress: impl FnMut(u64, u64),
 ) -> Result<UploadReceipt, UploadError> {
-    let started = Instant::now();
+    let start = Instant::now();
     let (size, sha256) = hash_file(local).await.map_err(read_error(local))?;
     let remote_path = match mode {
         UploadMode::Single => {
@@ -318,9 +319,12 @@ pub async fn upload<C: ToolCaller>(
                         });
                         offset += len as u64;
                         let end = offset;
-                        in_flight.push_back(async move {
-                            (end, call(caller, "put_sample_chunk", arguments).await)
-                        });
+                        in_flight.push_back(
+                            started(async move {
+                                (end, call(caller, "put_sample_chunk", arguments).await)
+                            })
+                            .await,
+                        );
                     }
                     Some((end, answer)) = in_flight.next(), if !in_flight.is_empty() => {
                         let answer = answer?;
@@ -361,6 +365,6 @@ pub async fn upload<C: ToolCaller>(
         size,
         sha256,
         mode,
-        duration: started.elapsed(),
+        duration: start.elapsed(),
     })
 }

@@ -112,3 +112,50 @@ fn a_wrong_digest_leaves_nothing_behind() {
     );
     assert_eq!(leftovers, 0, "no temporary file is left");
 }
+
+/// Once the size is known, the chunk after the one being handled is already asked for: the
+/// server works on it while the client decodes, hashes and writes.
+#[test]
+fn the_next_chunk_is_asked_for_before_one_is_handled() {
+    let chunk = 100u64;
+    let file: Vec<u8> = (0..1000u32).map(|i| (i * 7) as u8).collect();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = ArtefactStore::open(dir.path()).expect("store");
+    let server = MemoryServer {
+        file: file.clone(),
+        choices: vec![chunk],
+        calls: Mutex::new(0),
+        lie_about_digest: false,
+    };
+    let asked_when_handled = Mutex::new(Vec::new());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let stored = runtime
+        .block_on(download(
+            &server,
+            "out/f",
+            &store,
+            origin(),
+            chunk,
+            |received, _| {
+                let asked = *server.calls.lock().expect("lock");
+                asked_when_handled
+                    .lock()
+                    .expect("lock")
+                    .push((received / chunk, asked));
+            },
+        ))
+        .expect("downloaded");
+    assert_eq!(std::fs::read(stored.path).expect("stored"), file);
+    // The first answer tells the size; from the second on, until the last, the chunk
+    // after the one handled has been asked for already.
+    let seen = asked_when_handled.into_inner().expect("lock");
+    assert_eq!(seen.len(), 10, "{seen:?}");
+    for &(handled, asked) in &seen[1..9] {
+        assert!(
+            asked as u64 > handled,
+            "{handled} chunks were handled with only {asked} asked for: {seen:?}"
+        );
+    }
+}

@@ -4,6 +4,7 @@ use futures::StreamExt;
 use futures::stream::FuturesOrdered;
 
 use super::{DownloadError, DownloadValidator};
+use crate::caller::started;
 use crate::{ArtefactStore, Origin, StoredArtefact, ToolCaller};
 
 /// The chunk asked for at a time: 4 MiB.
@@ -57,10 +58,13 @@ pub async fn download<C: ToolCaller>(
                 break;
             };
             ask_from = request.offset + request.length;
-            in_flight.push_back(async move {
-                let answer = caller.call_tool("get_file", request.arguments()).await;
-                (request, answer)
-            });
+            in_flight.push_back(
+                started(async move {
+                    let answer = caller.call_tool("get_file", request.arguments()).await;
+                    (request, answer)
+                })
+                .await,
+            );
         }
         let Some((asked, answer)) = in_flight.next().await else {
             break;
