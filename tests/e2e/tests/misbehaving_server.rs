@@ -217,3 +217,44 @@ async fn stdout_is_read_on_a_thread_of_its_own_that_is_gone_once_closed() {
     server.close().await;
     assert_eq!(threads_named("stdout readerth"), 0);
 }
+
+/// A setup request's `ends_setup` callback runs on the reader: this one panics.
+fn panicking_end_of_setup(_: &serde_json::value::RawValue) -> bool {
+    panic!("a callback with a bug")
+}
+
+#[tokio::test]
+async fn a_reader_that_panics_fails_every_pending_call_at_once() {
+    use maljan_mcp_stdio::{Connection, StdioConfig, TransportError};
+    let connection = Connection::spawn(&ServerCommand::new(SERVER), StdioConfig::named("panicky"))
+        .expect("spawned");
+    let raw = |value: serde_json::Value| serde_json::value::to_raw_value(&value).ok();
+    let never = connection
+        .send_request("tools/call", raw(json!({"name": "never", "arguments": {}})))
+        .await
+        .expect("sent");
+    let initialize = connection
+        .send_setup_request(
+            "initialize",
+            raw(json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "test", "version": "0"}})),
+            panicking_end_of_setup,
+        )
+        .await
+        .expect("sent");
+    let (never, initialize) =
+        tokio::time::timeout(HANG_GUARD, async { tokio::join!(never, initialize) })
+            .await
+            .expect("the calls fail instead of waiting");
+    for failed in [never, initialize] {
+        match failed {
+            Err(TransportError::ConnectionLost { detail, .. }) => {
+                assert!(detail.contains("panicked"), "{detail}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(connection.failure().is_some());
+    let report = connection.close().await;
+    assert_eq!(report.counts.messages, 1, "the initialize answer was read");
+}

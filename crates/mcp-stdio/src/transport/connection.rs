@@ -30,7 +30,8 @@ const OUTGOING_QUEUE: usize = 64;
 /// answer takes a few reads, not one per 64 KiB.
 const READ_CHUNK: usize = 1024 * 1024;
 
-/// Decides, from a response's result, whether it ends the setup window.
+/// Decides, from a response's result, whether it ends the setup window. It runs on the
+/// reader of stdout: one that panics fails the connection and every call waiting on it.
 pub type EndsSetup = fn(&RawValue) -> bool;
 
 struct PendingEntry {
@@ -509,6 +510,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
     config: StdioConfig,
     notifications: mpsc::Sender<Notification>,
 ) {
+    let _panic_guard = FailPendingOnPanic(&shared);
     let mut classifier = LineClassifier::new(config.classifier);
     let mut chunk = vec![0u8; READ_CHUNK];
     loop {
@@ -539,6 +541,21 @@ async fn read_loop<R: AsyncRead + Unpin>(
         }
     }
     shared.fail(shared.lost("the server closed its stdout"));
+}
+
+/// Fails the connection, and every call waiting on it, if the reader ends in a panic (a bug,
+/// or an [`EndsSetup`] callback that panicked): nobody would read their answers.
+struct FailPendingOnPanic<'a>(&'a Shared);
+
+impl Drop for FailPendingOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.fail(self.0.lost(
+                "the client's reader of the server's stdout panicked (a bug in the client, or \
+                 in a setup request's ends_setup callback); connect again, and report it",
+            ));
+        }
+    }
 }
 
 async fn handle_event(

@@ -41,8 +41,11 @@ impl StdoutReader {
         let (done_tx, done) = oneshot::channel();
         let reader = Abortable::new(reader, registration);
         let thread = std::thread::Builder::new().name(name).spawn(move || {
-            // Aborted is one way to end; either way the thread is done.
-            let _ = futures::executor::block_on(reader);
+            // Aborted is one way to end, a panic another (the reader fails its pending
+            // calls as it unwinds); either way the thread is done.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                futures::executor::block_on(reader)
+            }));
             let _ = done_tx.send(());
         })?;
         Ok(StdoutReader::Thread {
