@@ -54,8 +54,8 @@ impl std::fmt::Display for LinkFailure {
 pub(crate) enum Params {
     /// Raw JSON, or nothing.
     Raw(Option<Box<RawValue>>),
-    /// A value, written straight into the request's line where the transport allows (a
-    /// tool call's arguments: a file chunk is then not escaped byte by byte nor copied).
+    /// A value, written straight into the request's line or body (a tool call's
+    /// arguments: a file chunk is then not escaped byte by byte nor copied).
     Json(Value),
 }
 
@@ -114,12 +114,14 @@ impl Link {
             Link::Http(c, _) => {
                 let id = c.next_id();
                 let (connection, method, request_id) = (c.clone(), method.to_owned(), id.clone());
-                let params = params.into_raw();
                 let answer = async move {
-                    connection
-                        .request(request_id, &method, params)
-                        .await
-                        .map_err(LinkFailure::from)
+                    match params {
+                        Params::Json(value) => {
+                            connection.request_json(request_id, &method, value).await
+                        }
+                        Params::Raw(raw) => connection.request(request_id, &method, raw).await,
+                    }
+                    .map_err(LinkFailure::from)
                 };
                 Ok((id, answer.boxed()))
             }

@@ -3,12 +3,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use futures::StreamExt;
+use maljan_mcp_proto::json_writer::request_line;
 use maljan_mcp_proto::jsonrpc::{
     DecodedLine, ErrorResponse, Message, Notification, Reply, Request, RequestId, Response,
     decode_line,
 };
 use maljan_mcp_proto::mcp::{answer_as_client, methods};
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 
@@ -283,13 +285,46 @@ impl HttpConnection {
         method: &str,
         params: Option<Box<RawValue>>,
     ) -> Result<Reply, HttpError> {
-        let response = self
-            .send(&Message::Request(Request {
-                id: id.clone(),
-                method: method.to_owned(),
-                params,
-            }))
-            .await?;
+        let body = Message::Request(Request {
+            id: id.clone(),
+            method: method.to_owned(),
+            params,
+        })
+        .to_line();
+        self.request_body(body, id, method).await
+    }
+
+    /// [`request`](Self::request) with params as a JSON value, written straight into the
+    /// request's body ([`request_line`]): large arguments, a file chunk's base64 among them,
+    /// are neither escaped byte by byte nor copied into a raw value first. The value is
+    /// dropped once written, before the request is sent.
+    ///
+    /// ```no_run
+    /// # async fn call(connection: &maljan_mcp_http::HttpConnection) {
+    /// let params = serde_json::json!({"name": "get_file", "arguments": {"path": "a.bin"}});
+    /// let id = connection.next_id();
+    /// let reply = connection.request_json(id, "tools/call", params).await.unwrap();
+    /// # }
+    /// ```
+    pub async fn request_json(
+        &self,
+        id: RequestId,
+        method: &str,
+        params: Value,
+    ) -> Result<Reply, HttpError> {
+        let body = request_line(&id, method, &params);
+        drop(params);
+        self.request_body(body, id, method).await
+    }
+
+    /// POSTs a request's body and reads its response.
+    async fn request_body(
+        &self,
+        body: Vec<u8>,
+        id: RequestId,
+        method: &str,
+    ) -> Result<Reply, HttpError> {
+        let response = self.post_checked(body).await?;
         if method == methods::INITIALIZE
             && let Some(session) = response
                 .headers()
@@ -545,9 +580,14 @@ impl HttpConnection {
 
     /// POSTs one message with the session's headers and checks the status.
     async fn send(&self, message: &Message) -> Result<reqwest::Response, HttpError> {
+        self.post_checked(message.to_line()).await
+    }
+
+    /// POSTs a body with the session's headers and checks the status.
+    async fn post_checked(&self, body: Vec<u8>) -> Result<reqwest::Response, HttpError> {
         let sent_session = self.session_id();
         let response = self
-            .post(message.to_line())
+            .post(body)
             .send()
             .await
             .map_err(|e| self.unreachable(&e))?;

@@ -364,3 +364,36 @@ async fn the_bearer_token_and_extra_headers_are_sent_and_never_shown() {
     );
     assert_eq!(seen[0].headers.get("x-team").expect("extra"), "triage");
 }
+
+#[tokio::test]
+async fn a_request_with_json_params_sends_the_body_serde_would_and_reads_the_reply() {
+    let (url, seen) = serve(|s, _| {
+        let id = request_id(s);
+        json_reply(json!({"jsonrpc": "2.0", "id": id, "result": {"received": 4}}))
+    })
+    .await;
+    let (http, _) = connect(&url);
+    // A chunk's base64 among other arguments, and a string that needs escaping.
+    let params = json!({"name": "put_sample_chunk", "arguments": {
+        "upload_id": 1, "offset": 0, "content_base64": "AAECAw==".repeat(1000),
+        "note": "a \"quoted\"\n line \u{1}"
+    }});
+    let id = http.next_id();
+    let expected = Message::Request(maljan_mcp_proto::jsonrpc::Request {
+        id: id.clone(),
+        method: "tools/call".to_owned(),
+        params: serde_json::value::to_raw_value(&params).ok(),
+    })
+    .to_line();
+    let reply = http
+        .request_json(id, "tools/call", params)
+        .await
+        .expect("answered");
+    assert_eq!(result_of(reply), json!({"received": 4}));
+    let seen = seen.lock().expect("lock");
+    assert_eq!(seen[0].body.as_bytes(), expected.as_slice());
+    assert_eq!(
+        seen[0].headers.get("content-type").expect("content type"),
+        "application/json"
+    );
+}
