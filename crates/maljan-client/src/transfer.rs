@@ -9,7 +9,7 @@ use std::time::Instant;
 use maljan_mcp_proto::maljan::{ErrorCode, Outcome, ToolAnswer, ToolFailure, files_in};
 use maljan_staging::{
     CHUNK_BYTES, Degradation, Disclosed, Disclosure, DisclosureOutcome, DownloadError, Origin,
-    Reach, Staging, ToolCaller, UploadMode, decide, download, upload,
+    Reach, Staging, ToolCaller, UploadMode, decide, download, upload, upload_announced,
 };
 use serde_json::Value;
 
@@ -174,15 +174,28 @@ impl ServerConnection {
         })?;
         let name = file_name(local);
         let started = Instant::now();
-        let result = upload(
-            self,
-            local,
-            &name,
-            mode,
-            CHUNK_BYTES as usize,
-            |done, total| self.progress("upload", &name, done, Some(total)),
-        )
-        .await;
+        let progress = |done, total| self.progress("upload", &name, done, Some(total));
+        // A file of the artefact store is named by its digest: it is announced without being
+        // hashed first, and its upload fails if its bytes are no longer those.
+        let announced = job.store().named_digest(local).and_then(|sha256| {
+            let size = std::fs::metadata(local).ok()?.len();
+            Some((size, sha256.to_owned()))
+        });
+        let result = match announced {
+            Some(announced) => {
+                upload_announced(
+                    self,
+                    local,
+                    &name,
+                    announced,
+                    mode,
+                    CHUNK_BYTES as usize,
+                    progress,
+                )
+                .await
+            }
+            None => upload(self, local, &name, mode, CHUNK_BYTES as usize, progress).await,
+        };
         let (outcome, staged) = match &result {
             Ok(receipt) => (
                 DisclosureOutcome::Sent {

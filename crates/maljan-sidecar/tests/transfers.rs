@@ -304,3 +304,83 @@ async fn a_path_outside_the_job_directory_is_never_read_or_uploaded() {
     );
     assert!(job.disclosures().is_empty());
 }
+
+#[tokio::test]
+async fn a_stored_artefact_goes_as_the_digest_it_is_named_by_and_not_once_its_bytes_changed() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let job = Arc::new(Job::create(dir.path().join("job")).expect("job"));
+    let origin = maljan_staging::Origin {
+        step: Some("2".into()),
+        server: "elsewhere".into(),
+        tool: "unpack".into(),
+    };
+    let mut stored = Vec::new();
+    for (name, byte) in [("intact.bin", 7u8), ("altered.bin", 8u8)] {
+        let source = dir.path().join(name);
+        // Chunked: three chunks and a bit.
+        std::fs::write(&source, vec![byte; 3 * CHUNK_BYTES as usize + 5]).expect("write");
+        let artefact = job
+            .store()
+            .add_file(&source, name, origin.clone())
+            .expect("stored");
+        stored.push(artefact.path);
+    }
+    // The second artefact's bytes change in the store after it was stored, its size kept:
+    // its name now claims a digest its bytes do not have.
+    let mut bytes = std::fs::read(&stored[1]).expect("read");
+    bytes[CHUNK_BYTES as usize] = 9;
+    std::fs::write(&stored[1], bytes).expect("rewrite");
+    let memory = MemorySink::default();
+    let remote = remote_sidecar(settings(&job, &memory)).await;
+
+    let intact = json!({"path": stored[0].display().to_string()});
+    let answer = remote.server.call("file_info", intact).await.expect("call");
+    assert!(answer.is_ok(), "{answer:?}");
+    assert_eq!(answer.value["sha256"], json!(file_name_of(&stored[0])));
+    let disclosure = &job.disclosures()[0];
+    assert_eq!(
+        disclosure.what,
+        Disclosed::ToolOutput {
+            step: Some("2".into()),
+            tool: "unpack".into()
+        }
+    );
+    assert_eq!(disclosure.sha256, file_name_of(&stored[0]));
+    assert!(matches!(disclosure.outcome, DisclosureOutcome::Sent { .. }));
+
+    let altered = json!({"path": stored[1].display().to_string()});
+    let answer = remote
+        .server
+        .call("file_info", altered.clone())
+        .await
+        .expect("call");
+    assert!(answer.is_ok(), "{answer:?}");
+    let call = memory.entries().pop().expect("the tool call");
+    assert_eq!(
+        call.call.sent_arguments, None,
+        "it went out with the local path"
+    );
+    let finished = tools_called(&memory)
+        .iter()
+        .filter(|t| *t == "put_sample_finish")
+        .count();
+    assert_eq!(
+        finished, 1,
+        "only the intact artefact's upload was finished"
+    );
+    let degradations = job.degradations();
+    assert_eq!(degradations.len(), 1);
+    assert!(
+        degradations[0].reason.contains("changed while it was sent")
+            && degradations[0].reason.contains(&file_name_of(&stored[1])),
+        "{}",
+        degradations[0].reason
+    );
+}
+
+fn file_name_of(path: &Path) -> String {
+    path.file_name()
+        .expect("a file name")
+        .to_string_lossy()
+        .into_owned()
+}

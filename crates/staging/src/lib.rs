@@ -36,4 +36,4 @@ pub use download::{
     CHUNK_BYTES, ChunkRequest, DownloadError, DownloadValidator, VerifiedDownload, download,
 };
 pub use store::{ArtefactStore, IncomingFile, Origin, StoredArtefact};
-pub use upload::{UploadError, UploadMode, UploadReceipt, hash_file, upload};
+pub use upload::{UploadError, UploadMode, UploadReceipt, hash_file, upload, upload_announced};

@@ -97,6 +97,28 @@ impl ArtefactStore {
         &self.root
     }
 
+    /// The sha256 a file of the store is named by, when `path` is one: a file directly in
+    /// the store named by 64 lowercase hex digits. It is what the file held when it was
+    /// stored, not a check of what it holds now.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use maljan_staging::ArtefactStore;
+    /// let store = ArtefactStore::open(dir.path()).unwrap();
+    /// let sha = "ab".repeat(32);
+    /// assert_eq!(store.named_digest(&store.root().join(&sha)), Some(sha.as_str()));
+    /// assert_eq!(store.named_digest(&store.root().join("index.jsonl")), None);
+    /// assert_eq!(store.named_digest(&dir.path().join("elsewhere").join(&sha)), None);
+    /// ```
+    pub fn named_digest<'p>(&self, path: &'p Path) -> Option<&'p str> {
+        if path.parent() != Some(self.root.as_path()) {
+            return None;
+        }
+        let name = path.file_name()?.to_str()?;
+        let hex = |b: u8| b.is_ascii_digit() || (b'a'..=b'f').contains(&b);
+        (name.len() == 64 && name.bytes().all(hex)).then_some(name)
+    }
+
     /// A new temporary file in the store, removed when dropped uncommitted.
     pub fn incoming(&self) -> io::Result<(IncomingFile, File)> {
         let n = self.next_temp.fetch_add(1, Ordering::Relaxed);

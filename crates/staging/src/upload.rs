@@ -87,10 +87,11 @@ pub enum UploadError {
         /// The system's words.
         detail: String,
     },
-    /// The bytes read while sending are not the bytes hashed first: the file changed.
+    /// The bytes read while sending are not the bytes announced (hashed first, or named by
+    /// the artefact store): the file changed.
     #[error(
-        "{path} changed while it was sent (sha256 {expected} before, {read} while sending); \
-         the upload was not finished"
+        "{path} changed while it was sent (sha256 {expected} announced, {read} read while \
+         sending); the upload was not finished"
     )]
     ChangedDuringUpload {
         /// The local file.
@@ -245,10 +246,52 @@ pub async fn upload<C: ToolCaller>(
     name: &str,
     mode: UploadMode,
     chunk_len: usize,
-    mut progress: impl FnMut(u64, u64),
+    progress: impl FnMut(u64, u64),
 ) -> Result<UploadReceipt, UploadError> {
     let start = Instant::now();
     let (size, sha256) = hash_file(local).await.map_err(read_error(local))?;
+    upload_announced(
+        caller,
+        local,
+        name,
+        (size, sha256),
+        mode,
+        chunk_len,
+        progress,
+    )
+    .await
+    .map(|receipt| UploadReceipt {
+        duration: start.elapsed(),
+        ..receipt
+    })
+}
+
+/// [`upload`], announcing a size and digest already known instead of hashing the file
+/// first: a file of the artefact store is named by its sha256.
+///
+/// The bytes are still hashed as they are read, and the upload is completed only when
+/// they match what was announced: a file whose bytes are not those of its digest fails
+/// with [`UploadError::ChangedDuringUpload`], whatever changed it and when.
+///
+/// ```no_run
+/// # async fn stage(server: &impl maljan_staging::ToolCaller, store: &maljan_staging::ArtefactStore, sha256: &str) {
+/// use maljan_staging::{CHUNK_BYTES, UploadMode, upload_announced};
+/// let stored = store.root().join(sha256);
+/// let size = std::fs::metadata(&stored).unwrap().len();
+/// let receipt = upload_announced(server, &stored, "dropped.exe", (size, sha256.to_owned()),
+///     UploadMode::Chunked, CHUNK_BYTES as usize, |_, _| {}).await.unwrap();
+/// # }
+/// ```
+pub async fn upload_announced<C: ToolCaller>(
+    caller: &C,
+    local: &Path,
+    name: &str,
+    (size, sha256): (u64, String),
+    mode: UploadMode,
+    chunk_len: usize,
+    mut progress: impl FnMut(u64, u64),
+) -> Result<UploadReceipt, UploadError> {
+    let start = Instant::now();
     let remote_path = match mode {
         UploadMode::Single => {
             let bytes = tokio::fs::read(local).await.map_err(read_error(local))?;

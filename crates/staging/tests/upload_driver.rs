@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use maljan_mcp_proto::maljan::{ErrorCode, ToolFailure};
-use maljan_staging::{ToolCaller, UploadError, UploadMode, upload};
+use maljan_staging::{ToolCaller, UploadError, UploadMode, upload, upload_announced};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -134,6 +134,48 @@ proptest! {
         let calls = server.calls.lock().expect("lock").clone();
         prop_assert_eq!(calls.len(), file.len().div_ceil(chunk) + 2);
         prop_assert_eq!(calls.last().map(String::as_str), Some("put_sample_finish"));
+    }
+}
+
+proptest! {
+    /// A digest announced without hashing (a stored artefact's name) is checked against
+    /// the bytes as they are read: the upload is finished only when they are its bytes.
+    #[test]
+    fn an_announced_digest_is_finished_only_when_the_bytes_are_its_own(
+        file in prop::collection::vec(any::<u8>(), 1..3000),
+        chunk in 1usize..700,
+        flip in prop::option::of(any::<prop::sample::Index>()),
+    ) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("f");
+        std::fs::write(&path, &file).expect("write");
+        // The digest of the file, or of the file with one byte changed.
+        let mut announced_bytes = file.clone();
+        if let Some(at) = flip {
+            announced_bytes[at.index(file.len())] ^= 1;
+        }
+        let announced = format!("{:x}", Sha256::digest(&announced_bytes));
+        let server = MemoryServer::default();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        let result = runtime.block_on(upload_announced(
+            &server,
+            &path,
+            "f",
+            (file.len() as u64, announced),
+            UploadMode::Chunked,
+            chunk,
+            |_, _| {},
+        ));
+        let finished = server.calls.lock().expect("lock").iter().any(|c| c == "put_sample_finish");
+        if flip.is_some() {
+            prop_assert!(matches!(result, Err(UploadError::ChangedDuringUpload { .. })), "{:?}", result);
+            prop_assert!(!finished);
+        } else {
+            prop_assert_eq!(result.expect("uploaded").size, file.len() as u64);
+            prop_assert!(finished);
+        }
     }
 }
 
