@@ -13,6 +13,10 @@ pub const CHUNK_BYTES: u64 = 4 * 1024 * 1024;
 const CHUNKS_IN_FLIGHT: usize = 2;
 /// How many chunk buffers go round between decoding and the file's writer.
 const WRITE_BUFFERS: usize = 2;
+/// The file is made durable as it is written, this many bytes at a time: the sync before
+/// it enters the store then waits for the last few MiB, not for the whole file (~0.1 s
+/// for 256 MiB on the machine measured, with nothing else left to do).
+const SYNC_STEP_BYTES: u64 = 32 * 1024 * 1024;
 
 /// Downloads a file a server wrote through its `get_file` tool into the artefact store.
 ///
@@ -103,17 +107,25 @@ pub async fn download<C: ToolCaller>(
         .map_err(local)
 }
 
-/// Writes the chunks handed over, in order, handing each buffer back; then makes the file
-/// durable. Stops at the first error (the sender then sees the writer gone).
+/// Writes the chunks handed over, in order, handing each buffer back, and makes the file
+/// durable as it goes (every [`SYNC_STEP_BYTES`]) and at the end. Stops at the first error
+/// (the sender then sees the writer gone).
 fn write_chunks(
     mut file: std::fs::File,
     mut filled: tokio::sync::mpsc::Receiver<Vec<u8>>,
     empty: &tokio::sync::mpsc::Sender<Vec<u8>>,
 ) -> std::io::Result<()> {
+    let mut unsynced = 0u64;
     while let Some(bytes) = filled.blocking_recv() {
         file.write_all(&bytes)?;
-        // The decoding side may be gone (a refused answer); the buffer is then dropped.
+        unsynced += bytes.len() as u64;
+        // Handed back before any sync, to be decoded into meanwhile. The decoding side may
+        // be gone (a refused answer); the buffer is then dropped.
         let _ = empty.try_send(bytes);
+        if unsynced >= SYNC_STEP_BYTES {
+            file.sync_data()?;
+            unsynced = 0;
+        }
     }
     file.sync_all()
 }
