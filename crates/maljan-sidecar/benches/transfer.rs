@@ -142,6 +142,7 @@ fn bench(c: &mut Criterion) {
         )
     });
     let upload_cpu = upload_cpu.report("upload");
+    let uploads_peak = vm_hwm_mib();
     let download_cpu = CpuPerTransfer::start(&server_pid);
     // Likewise each download is timed into a store that does not hold the file yet.
     group.bench_function("download_over_stdio", |b| {
@@ -200,7 +201,8 @@ fn bench(c: &mut Criterion) {
     group.finish();
     eprintln!(
         "client peak resident memory during the transfers: {transfers_peak} MiB \
-         ({hwm_before} MiB when they began)\n{upload_cpu}\n{download_cpu}"
+         ({hwm_before} MiB when they began, {uploads_peak} MiB after the uploads)\n\
+         {upload_cpu}\n{download_cpu}"
     );
     runtime.block_on(server.close());
 }
