@@ -5,7 +5,9 @@
 //!   temporary file in the [`ArtefactStore`], renamed into place only when the digest
 //!   matches. Memory O(chunk), no size limit of its own.
 //! - **Upload** ([`upload`]): `put_sample_begin` / `_chunk` / `_finish` streamed from disk,
-//!   hashed as read, finish not called when the bytes changed; or one `put_sample`.
+//!   hashed as read, finish not called when the bytes changed; or one `put_sample`. A file
+//!   whose digest is known (a stored artefact's name) goes with [`upload_announced`],
+//!   without being hashed first.
 //! - **The artefact store**: content-addressed by sha256, written atomically, each file's
 //!   name and origin indexed.
 //! - **Disclosure records** and **degradation reasons**: what was sent where; what was done
