@@ -71,6 +71,15 @@ impl Shared {
         lock(&self.outgoing).take();
     }
 
+    /// Fails the connection because its reader panicked, and returns the failure.
+    fn fail_as_panicked(&self) -> TransportError {
+        self.fail(self.lost(
+            "the client's reader of the server's stdout panicked (a bug in the client, or in a \
+             setup request's ends_setup callback); connect again, and report it",
+        ));
+        self.failure().expect("just failed")
+    }
+
     fn failure(&self) -> Option<TransportError> {
         lock(&self.failure).clone()
     }
@@ -550,10 +559,7 @@ struct FailPendingOnPanic<'a>(&'a Shared);
 impl Drop for FailPendingOnPanic<'_> {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            self.0.fail(self.0.lost(
-                "the client's reader of the server's stdout panicked (a bug in the client, or \
-                 in a setup request's ends_setup callback); connect again, and report it",
-            ));
+            self.0.fail_as_panicked();
         }
     }
 }
@@ -570,7 +576,19 @@ async fn handle_event(
             let entry = lock(&shared.pending).remove(&id);
             match entry {
                 Some(entry) => {
-                    if entry.ends_setup.is_some_and(|ends| ends(&result)) {
+                    let ends_setup = match entry.ends_setup {
+                        None => false,
+                        Some(ends) => match std::panic::catch_unwind(|| ends(&result)) {
+                            Ok(ends) => ends,
+                            Err(panic) => {
+                                // The entry is no longer pending: its caller is told here,
+                                // before the unwind drops its channel (it would see "closed").
+                                let _ = entry.reply.send(Err(shared.fail_as_panicked()));
+                                std::panic::resume_unwind(panic)
+                            }
+                        },
+                    };
+                    if ends_setup {
                         classifier.close_setup_window();
                         shared.close_window.store(true, Ordering::Release);
                     }
