@@ -104,7 +104,7 @@ pub(crate) async fn run(mut config: Config, options: CallOptions) -> Result<Exit
             path: file.clone(),
             source: e,
         })?;
-        if point_at_sample(&mut arguments, file, &sample) == 0 {
+        if point_at_sample(&mut arguments, file, &sample.path) == 0 {
             return Err(CliError::BadArgument {
                 argument: file.display().to_string(),
                 detail: "--stage FILE must also be passed as an argument, e.g. path=FILE"

@@ -32,6 +32,21 @@ pub enum TakenFile {
     },
 }
 
+/// The job's sample: its copy in the job's directory, and what it is.
+///
+/// Hashed as it was copied in: its uploads announce this digest without reading the file a
+/// first time, and one whose bytes no longer match it is not finished (see
+/// [`maljan_staging::upload_announced`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sample {
+    /// The copy in the job's directory.
+    pub path: PathBuf,
+    /// Its size, in bytes.
+    pub size: u64,
+    /// Its sha256, lowercase hex.
+    pub sha256: String,
+}
+
 /// One job: its directory, its artefact store, and what its calls moved between servers.
 ///
 /// Layout: `DIR/artefacts/` (the store), `DIR/servers/NAME/` (each local server's own
@@ -48,7 +63,7 @@ pub enum TakenFile {
 pub struct Job {
     dir: PathBuf,
     store: ArtefactStore,
-    sample: Mutex<Option<PathBuf>>,
+    sample: Mutex<Option<Sample>>,
     pub(crate) disclosures: Mutex<Vec<Disclosure>>,
     pub(crate) degradations: Mutex<Vec<Degradation>>,
     pub(crate) taken: Mutex<Vec<TakenFile>>,
@@ -101,21 +116,35 @@ impl Job {
         self.dir.join("servers").join(safe)
     }
 
-    /// Copies a file into the job's directory as its sample and returns the copy's path.
-    pub fn add_sample(&self, source: &Path) -> io::Result<PathBuf> {
+    /// Copies a file into the job's directory as its sample, hashing it on the way, and
+    /// returns the copy.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let source = dir.path().join("a.txt");
+    /// std::fs::write(&source, "hello world").unwrap();
+    /// let job = maljan_client::Job::create(dir.path().join("job")).unwrap();
+    /// let sample = job.add_sample(&source).unwrap();
+    /// assert!(sample.path.starts_with(job.dir()));
+    /// assert_eq!(sample.size, 11);
+    /// assert_eq!(sample.sha256, "b94d27b9934d3e08a52e52d7da7dabfac484efe37a5380ee9088f7ace2efcde9");
+    /// assert_eq!(job.sample(), Some(sample));
+    /// ```
+    pub fn add_sample(&self, source: &Path) -> io::Result<Sample> {
         let name = source.file_name().ok_or_else(|| {
             io::Error::new(io::ErrorKind::InvalidInput, "the sample has no file name")
         })?;
         let dir = self.dir.join("sample");
         std::fs::create_dir_all(&dir)?;
-        let copy = dir.join(name);
-        std::fs::copy(source, &copy)?;
-        *lock(&self.sample) = Some(copy.clone());
-        Ok(copy)
+        let path = dir.join(name);
+        let (size, sha256) = maljan_staging::copy_hashed(source, &path)?;
+        let sample = Sample { path, size, sha256 };
+        *lock(&self.sample) = Some(sample.clone());
+        Ok(sample)
     }
 
     /// The sample, once added.
-    pub fn sample(&self) -> Option<PathBuf> {
+    pub fn sample(&self) -> Option<Sample> {
         lock(&self.sample).clone()
     }
 

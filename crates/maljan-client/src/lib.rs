@@ -34,7 +34,7 @@ pub use card::{CardTool, ServerCard, UnavailableTool};
 pub use config::{ClientSettings, HttpServer, ServerConfig, ServerTransport};
 pub use connection::{ServerConnection, ServerSetup};
 pub use error::ClientError;
-pub use job::{Job, TakenFile};
+pub use job::{Job, Sample, TakenFile};
 pub use maljan_breaker::{BreakerSettings, BreakerState};
 pub use maljan_ledger::Ledger;
 pub use maljan_mcp_stdio::{CloseReport, LineCounts, ServerCommand, StdioConfig};

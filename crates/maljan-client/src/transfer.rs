@@ -102,7 +102,7 @@ impl ServerConnection {
 
     /// What a file sent from the job's directory is, for the disclosure block.
     fn disclosed(job: &Job, local: &Path) -> Disclosed {
-        if job.sample().is_some_and(|s| s == local) {
+        if job.sample().is_some_and(|s| s.path == local) {
             return Disclosed::Sample;
         }
         if local.starts_with(job.store().root()) {
@@ -175,12 +175,16 @@ impl ServerConnection {
         let name = file_name(local);
         let started = Instant::now();
         let progress = |done, total| self.progress("upload", &name, done, Some(total));
-        // A file of the artefact store is named by its digest: it is announced without being
-        // hashed first, and its upload fails if its bytes are no longer those.
-        let announced = job.store().named_digest(local).and_then(|sha256| {
-            let size = std::fs::metadata(local).ok()?.len();
-            Some((size, sha256.to_owned()))
-        });
+        // The digest of the sample (taken as it was copied in) and of a file of the artefact
+        // store (its name) is known: it is announced without the file being hashed first,
+        // and the upload fails if the bytes are no longer those.
+        let announced = match job.sample() {
+            Some(sample) if sample.path == local => Some((sample.size, sample.sha256)),
+            _ => job.store().named_digest(local).and_then(|sha256| {
+                let size = std::fs::metadata(local).ok()?.len();
+                Some((size, sha256.to_owned()))
+            }),
+        };
         let result = match announced {
             Some(announced) => {
                 upload_announced(

@@ -1,6 +1,11 @@
 //! 256 MiB up to and back from the reference sidecar over stdio, next to the single-core
 //! limit measured in the same run: sha256 plus base64 decoding of the same bytes. Each
 //! transfer goes where the file is not yet, as in a job.
+//!
+//! The upload is the job's sample, as the client stages it: its digest was taken when it
+//! was copied into the job, so it is announced without a first read (the same goes for a
+//! file of the artefact store, named by its digest). A file whose digest is not known is
+//! hashed first: measured too, as `upload_hashed_first`.
 
 // criterion_group! generates an undocumented public function.
 #![allow(missing_docs)]
@@ -12,7 +17,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use maljan_client::{ClientSettings, Job, ServerCommand, ServerConfig, ServerConnection};
-use maljan_staging::{CHUNK_BYTES, Origin, UploadMode, download, upload};
+use maljan_staging::{CHUNK_BYTES, Origin, UploadMode, download, upload, upload_announced};
 use sha2::{Digest, Sha256};
 use tokio::runtime::Runtime;
 
@@ -85,9 +90,9 @@ impl CpuPerTransfer {
 fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("temp dir");
     let job = Arc::new(Job::create(dir.path().join("job")).expect("job"));
-    let sample = job.dir().join("big.bin");
+    let source = dir.path().join("big.bin");
     {
-        let mut file = std::io::BufWriter::new(std::fs::File::create(&sample).expect("create"));
+        let mut file = std::io::BufWriter::new(std::fs::File::create(&source).expect("create"));
         let mut block = vec![0u8; 1 << 20];
         for i in 0..SIZE / block.len() {
             for (j, b) in block.iter_mut().enumerate() {
@@ -96,6 +101,8 @@ fn bench(c: &mut Criterion) {
             file.write_all(&block).expect("write");
         }
     }
+    let sample = job.add_sample(&source).expect("the job's sample");
+    std::fs::remove_file(&source).expect("the source");
     let runtime = Runtime::new().expect("runtime");
     let server = runtime.block_on(async {
         let settings = ClientSettings {
@@ -111,9 +118,22 @@ fn bench(c: &mut Criterion) {
     });
     let upload_sample = || {
         runtime
+            .block_on(upload_announced(
+                &server,
+                &sample.path,
+                "big.bin",
+                (sample.size, sample.sha256.clone()),
+                UploadMode::Chunked,
+                CHUNK_BYTES as usize,
+                |_, _| {},
+            ))
+            .expect("uploaded")
+    };
+    let upload_hashed_first = || {
+        runtime
             .block_on(upload(
                 &server,
-                &sample,
+                &sample.path,
                 "big.bin",
                 UploadMode::Chunked,
                 CHUNK_BYTES as usize,
@@ -121,8 +141,12 @@ fn bench(c: &mut Criterion) {
             ))
             .expect("uploaded")
     };
-    let first = upload_sample();
-    let (remote_path, stored_path) = (first.remote_path, job.store().root().join(&first.sha256));
+    let remote_path = upload_sample().remote_path;
+    let stored_path = job.store().root().join(&sample.sha256);
+    let remove_upload = || match std::fs::remove_file(&remote_path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => panic!("{e}"),
+        _ => {}
+    };
     let mut group = c.benchmark_group("transfer_256_mib");
     group.throughput(Throughput::Bytes(SIZE as u64));
     group.sample_size(10);
@@ -133,7 +157,7 @@ fn bench(c: &mut Criterion) {
     // does not hold the file yet (replacing a 256 MiB file costs ext4 a flush of its own).
     group.bench_function("upload_chunked_over_stdio", |b| {
         b.iter_batched(
-            || std::fs::remove_file(&remote_path).expect("the last upload's file"),
+            remove_upload,
             |()| {
                 upload_cpu.count();
                 upload_sample()
@@ -142,6 +166,18 @@ fn bench(c: &mut Criterion) {
         )
     });
     let upload_cpu = upload_cpu.report("upload");
+    let hashed_first_cpu = CpuPerTransfer::start(&server_pid);
+    group.bench_function("upload_hashed_first_over_stdio", |b| {
+        b.iter_batched(
+            remove_upload,
+            |()| {
+                hashed_first_cpu.count();
+                upload_hashed_first()
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    let hashed_first_cpu = hashed_first_cpu.report("upload, hashed first");
     let uploads_peak = vm_hwm_mib();
     let download_cpu = CpuPerTransfer::start(&server_pid);
     // Likewise each download is timed into a store that does not hold the file yet.
@@ -179,7 +215,7 @@ fn bench(c: &mut Criterion) {
     // The transfers' peak, before the limit's base64 copy of the file is made.
     let transfers_peak = vm_hwm_mib();
     // The same bytes, base64 in 4 MiB chunks, for the single-core limit.
-    let bytes = std::fs::read(&sample).expect("read");
+    let bytes = std::fs::read(&sample.path).expect("read");
     let encoded: Vec<String> = bytes
         .chunks(CHUNK_BYTES as usize)
         .map(|c| STANDARD.encode(c))
@@ -202,7 +238,7 @@ fn bench(c: &mut Criterion) {
     eprintln!(
         "client peak resident memory during the transfers: {transfers_peak} MiB \
          ({hwm_before} MiB when they began, {uploads_peak} MiB after the uploads)\n\
-         {upload_cpu}\n{download_cpu}"
+         {upload_cpu}\n{hashed_first_cpu}\n{download_cpu}"
     );
     runtime.block_on(server.close());
 }

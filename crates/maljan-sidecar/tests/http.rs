@@ -86,7 +86,7 @@ async fn over_http_a_staged_sample_is_unpacked_and_a_member_taken_back() {
         .expect("member");
     writer.write_all(b"found it").expect("write");
     writer.finish().expect("finish");
-    let sample = job.add_sample(&archive).expect("sample");
+    let sample = job.add_sample(&archive).expect("sample").path;
     let answer = server
         .call("unpack", json!({"path": sample.display().to_string()}))
         .await

@@ -96,7 +96,7 @@ async fn a_staged_sample_is_unpacked_remotely_and_its_members_taken_through_get_
         ]),
     )
     .expect("write");
-    let sample = job.add_sample(&archive).expect("sample");
+    let sample = job.add_sample(&archive).expect("sample").path;
     let written = json!({"path": sample.display().to_string()});
 
     let answer = remote
@@ -373,6 +373,57 @@ async fn a_stored_artefact_goes_as_the_digest_it_is_named_by_and_not_once_its_by
     assert!(
         degradations[0].reason.contains("changed while it was sent")
             && degradations[0].reason.contains(&file_name_of(&stored[1])),
+        "{}",
+        degradations[0].reason
+    );
+}
+
+#[tokio::test]
+async fn a_sample_goes_as_the_digest_taken_when_it_was_added_and_not_once_its_bytes_changed() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let job = Arc::new(Job::create(dir.path().join("job")).expect("job"));
+    let source = dir.path().join("dropper.bin");
+    // Chunked: two chunks and a bit.
+    std::fs::write(&source, vec![5u8; 2 * CHUNK_BYTES as usize + 3]).expect("write");
+    let sample = job.add_sample(&source).expect("added");
+    assert_eq!(sample.sha256, sha(&std::fs::read(&source).expect("read")));
+    // Its copy in the job changes after it was added, its size kept.
+    let mut bytes = std::fs::read(&sample.path).expect("read");
+    bytes[CHUNK_BYTES as usize + 1] = 6;
+    std::fs::write(&sample.path, &bytes).expect("rewrite");
+    let memory = MemorySink::default();
+    let remote = remote_sidecar(settings(&job, &memory)).await;
+
+    let written = json!({"path": sample.path.display().to_string()});
+    let answer = remote
+        .server
+        .call("file_info", written)
+        .await
+        .expect("call");
+    assert!(answer.is_ok(), "{answer:?}");
+    let call = memory.entries().pop().expect("the tool call");
+    assert_eq!(
+        call.call.sent_arguments, None,
+        "it went out with the local path"
+    );
+    assert!(
+        !tools_called(&memory)
+            .iter()
+            .any(|t| t == "put_sample_finish"),
+        "the upload was not finished"
+    );
+    let disclosure = &job.disclosures()[0];
+    assert_eq!(disclosure.what, Disclosed::Sample);
+    assert!(matches!(
+        disclosure.outcome,
+        DisclosureOutcome::Failed { .. }
+    ));
+    let degradations = job.degradations();
+    assert_eq!(degradations.len(), 1);
+    // It was announced as it was when added.
+    assert!(
+        degradations[0].reason.contains("changed while it was sent")
+            && degradations[0].reason.contains(&sample.sha256),
         "{}",
         degradations[0].reason
     );

@@ -6,8 +6,8 @@
 //!   matches. Memory O(chunk), no size limit of its own.
 //! - **Upload** ([`upload`]): `put_sample_begin` / `_chunk` / `_finish` streamed from disk,
 //!   hashed as read, finish not called when the bytes changed; or one `put_sample`. A file
-//!   whose digest is known (a stored artefact's name) goes with [`upload_announced`],
-//!   without being hashed first.
+//!   whose digest is known (a stored artefact's name, a sample hashed as it was copied
+//!   with [`copy_hashed`]) goes with [`upload_announced`], without being hashed first.
 //! - **The artefact store**: content-addressed by sha256, written atomically, each file's
 //!   name and origin indexed.
 //! - **Disclosure records** and **degradation reasons**: what was sent where; what was done
@@ -28,6 +28,7 @@ mod caller;
 mod decision;
 mod disclosure;
 mod download;
+mod hashing;
 mod store;
 mod upload;
 
@@ -37,5 +38,6 @@ pub use disclosure::{Degradation, Disclosed, Disclosure, DisclosureOutcome};
 pub use download::{
     CHUNK_BYTES, ChunkRequest, DownloadError, DownloadValidator, VerifiedDownload, download,
 };
+pub use hashing::{copy_hashed, hash_file};
 pub use store::{ArtefactStore, IncomingFile, Origin, StoredArtefact};
-pub use upload::{UploadError, UploadMode, UploadReceipt, hash_file, upload, upload_announced};
+pub use upload::{UploadError, UploadMode, UploadReceipt, upload, upload_announced};

@@ -18,6 +18,7 @@ use tokio::sync::mpsc;
 
 use crate::ToolCaller;
 use crate::caller::started;
+use crate::hashing::hash_file;
 
 /// The most chunks sent ahead of the server's answers, when the server allows more than
 /// one (`chunks_in_flight` in its `put_sample_begin` answer: it stores them in offset order
@@ -151,20 +152,6 @@ fn fill(file: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
         }
     }
     Ok(filled)
-}
-
-/// Hashes a file, streaming: its size and sha256.
-pub async fn hash_file(path: &Path) -> std::io::Result<(u64, String)> {
-    let path = path.to_owned();
-    tokio::task::spawn_blocking(move || {
-        // Read 1 MiB at a time: io::copy alone reads 8 KiB per system call.
-        let mut file = std::io::BufReader::with_capacity(1 << 20, File::open(path)?);
-        let mut hasher = Sha256::new();
-        let size = std::io::copy(&mut file, &mut hasher)?;
-        Ok((size, format!("{:x}", hasher.finalize())))
-    })
-    .await
-    .map_err(std::io::Error::other)?
 }
 
 /// Reads the first `size` bytes of a file into the buffers handed to it on `empty`, hashing
