@@ -348,18 +348,7 @@ async fn a_stored_artefact_goes_as_the_digest_it_is_named_by_and_not_once_its_by
     assert_eq!(disclosure.sha256, file_name_of(&stored[0]));
     assert!(matches!(disclosure.outcome, DisclosureOutcome::Sent { .. }));
 
-    let altered = json!({"path": stored[1].display().to_string()});
-    let answer = remote
-        .server
-        .call("file_info", altered.clone())
-        .await
-        .expect("call");
-    assert!(answer.is_ok(), "{answer:?}");
-    let call = memory.entries().pop().expect("the tool call");
-    assert_eq!(
-        call.call.sent_arguments, None,
-        "it went out with the local path"
-    );
+    file_info_goes_out_with_the_local_path(&remote, &memory, &stored[1]).await;
     let finished = tools_called(&memory)
         .iter()
         .filter(|t| *t == "put_sample_finish")
@@ -394,18 +383,7 @@ async fn a_sample_goes_as_the_digest_taken_when_it_was_added_and_not_once_its_by
     let memory = MemorySink::default();
     let remote = remote_sidecar(settings(&job, &memory)).await;
 
-    let written = json!({"path": sample.path.display().to_string()});
-    let answer = remote
-        .server
-        .call("file_info", written)
-        .await
-        .expect("call");
-    assert!(answer.is_ok(), "{answer:?}");
-    let call = memory.entries().pop().expect("the tool call");
-    assert_eq!(
-        call.call.sent_arguments, None,
-        "it went out with the local path"
-    );
+    file_info_goes_out_with_the_local_path(&remote, &memory, &sample.path).await;
     assert!(
         !tools_called(&memory)
             .iter()
@@ -426,6 +404,23 @@ async fn a_sample_goes_as_the_digest_taken_when_it_was_added_and_not_once_its_by
             && degradations[0].reason.contains(&sample.sha256),
         "{}",
         degradations[0].reason
+    );
+}
+
+/// Calls `file_info` on a file of the job through the remote sidecar: the call succeeds,
+/// and went out with the local path (the file was not staged).
+async fn file_info_goes_out_with_the_local_path(remote: &Remote, memory: &MemorySink, path: &Path) {
+    let written = json!({"path": path.display().to_string()});
+    let answer = remote
+        .server
+        .call("file_info", written)
+        .await
+        .expect("call");
+    assert!(answer.is_ok(), "{answer:?}");
+    let call = memory.entries().pop().expect("the tool call");
+    assert_eq!(
+        call.call.sent_arguments, None,
+        "it went out with the local path"
     );
 }
 
