@@ -42,7 +42,7 @@ mod transport;
 
 pub use classifier::{
     ClassifierConfig, DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_STATEMENTS, EXCERPT_CHARS, Event,
-    Excerpt, LineClassifier, LineCounts, SetupWindow,
+    Excerpt, LineClassifier, LineCounts, ReadRoom, SetupWindow,
 };
 pub use transport::{
     CloseReport, Connection, EndsSetup, PendingRequest, Reply, STDERR_TAIL_BYTES,

@@ -93,7 +93,56 @@ fn classify(
     (events, messages, classifier.counts())
 }
 
+/// Reads `bytes` straight into the classifier, at most `sizes[i]` at a time in turn (as
+/// [`classify`] returns).
+fn classify_read_in_place(
+    bytes: &[u8],
+    sizes: &[usize],
+    window_open: bool,
+) -> (Vec<String>, LineCounts) {
+    use tokio::io::AsyncReadExt;
+    let mut classifier = LineClassifier::new(ClassifierConfig::default());
+    if !window_open {
+        classifier.close_setup_window();
+    }
+    let mut events = Vec::new();
+    let mut stdout = bytes;
+    for size in sizes.iter().map(|s| 1 + s % 64).cycle() {
+        let read =
+            futures::executor::block_on(stdout.read_buf(&mut classifier.read_room(size).buf()))
+                .expect("reading from memory");
+        if read == 0 {
+            classifier.handle_eof();
+        }
+        while let Some(event) = classifier.poll_event() {
+            events.push(format!("{event:?}"));
+        }
+        if read == 0 {
+            break;
+        }
+    }
+    (events, classifier.counts())
+}
+
 proptest! {
+    #[test]
+    fn reading_into_the_classifier_gives_the_events_handing_it_bytes_does(
+        bytes in prop::collection::vec(any::<u8>(), 0..400),
+        lines in prop::collection::vec(line(), 0..20),
+        sizes in prop::collection::vec(any::<usize>(), 1..30),
+        window_open in any::<bool>(),
+    ) {
+        // Arbitrary bytes (often not UTF-8) after well-formed lines, and lines after them:
+        // read after the stream ended at invalid UTF-8, they are dropped.
+        let mut stream = render(&lines);
+        stream.extend_from_slice(&bytes);
+        stream.extend_from_slice(&render(&lines));
+        let handed = classify(&stream, &[], window_open);
+        let read = classify_read_in_place(&stream, &sizes, window_open);
+        prop_assert_eq!(handed.0, read.0);
+        prop_assert_eq!(handed.2, read.1);
+    }
+
     #[test]
     fn messages_among_text_are_delivered_exactly_and_in_order(
         lines in prop::collection::vec(line(), 0..60),

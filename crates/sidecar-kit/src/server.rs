@@ -28,6 +28,10 @@ use crate::reply::{response_line, tool_reply};
 use crate::tool::Handler;
 use crate::{Arguments, Job, ProbeResult, ToolContext, ToolResult, ToolSpec};
 
+/// Bytes read from stdin at a time: a file chunk's request line (several MiB) takes a few
+/// reads, not one per 64 KiB.
+const READ_BYTES: usize = 1024 * 1024;
+
 /// The name of the manifest tool every kit server offers.
 pub const CAPABILITIES: &str = "capabilities";
 
@@ -283,13 +287,12 @@ impl Server {
         let mut calls = JoinSet::new();
         let mut classifier = LineClassifier::new(ClassifierConfig::default());
         classifier.close_setup_window();
-        let mut chunk = vec![0u8; 1024 * 1024];
         loop {
-            let n = reader.read(&mut chunk).await?;
-            if n == 0 {
+            let read = reader
+                .read_buf(&mut classifier.read_room(READ_BYTES).buf())
+                .await?;
+            if read == 0 {
                 classifier.handle_eof();
-            } else {
-                classifier.handle_bytes(&chunk[..n]);
             }
             while let Some(event) = classifier.poll_event() {
                 match event {

@@ -5,9 +5,10 @@
 //! while the setup window is open, salvages a message glued behind a carriage return or a
 //! byte-order mark.
 //!
-//! Call order: [`LineClassifier::handle_bytes`] with what was read, then
-//! [`LineClassifier::poll_event`] until it returns `None`, then read again. At the end of
-//! the stream call [`LineClassifier::handle_eof`] and poll again. Control calls
+//! Call order: [`LineClassifier::handle_bytes`] with what was read (or read straight into
+//! its buffer through [`LineClassifier::read_room`]), then [`LineClassifier::poll_event`]
+//! until it returns `None`, then read again. At the end of the stream call
+//! [`LineClassifier::handle_eof`] and poll again. Control calls
 //! ([`LineClassifier::close_setup_window`]) take effect from the next line polled.
 
 mod counts;
@@ -16,7 +17,8 @@ mod utf8_stream;
 
 use std::collections::VecDeque;
 
-use bytes::BytesMut;
+use bytes::buf::Limit;
+use bytes::{BufMut, BytesMut};
 use maljan_mcp_proto::jsonrpc::{DecodedLine, InvalidMessage, Message, decode_line};
 
 pub use counts::LineCounts;
@@ -138,6 +140,32 @@ pub struct LineClassifier {
     events: VecDeque<Event>,
 }
 
+/// Room to read stdout into, straight into a [`LineClassifier`]'s buffer: see
+/// [`LineClassifier::read_room`]. Only bytes can be put in it; dropped, it hands them to the
+/// classifier.
+#[derive(Debug)]
+pub struct ReadRoom<'a> {
+    classifier: &'a mut LineClassifier,
+    held: usize,
+    max: usize,
+}
+
+impl ReadRoom<'_> {
+    /// The room, to read into (`AsyncReadExt::read_buf`, say): up to the `max` bytes asked.
+    pub fn buf(&mut self) -> Limit<&mut BytesMut> {
+        let room = self
+            .max
+            .saturating_sub(self.classifier.buf.len() - self.held);
+        (&mut self.classifier.buf).limit(room)
+    }
+}
+
+impl Drop for ReadRoom<'_> {
+    fn drop(&mut self) {
+        self.classifier.take_appended(self.held);
+    }
+}
+
 impl Default for LineClassifier {
     fn default() -> Self {
         LineClassifier::new(ClassifierConfig::default())
@@ -165,17 +193,59 @@ impl LineClassifier {
 
     /// Takes bytes read from stdout, in any chunking.
     pub fn handle_bytes(&mut self, bytes: &[u8]) {
-        if self.finished || self.eof || self.not_utf8_at.is_some() {
+        let held = self.buf.len();
+        if self.takes_bytes() {
+            self.buf.extend_from_slice(bytes);
+            self.take_appended(held);
+        }
+    }
+
+    /// Room for up to `max` bytes straight after those held, to read stdout into without
+    /// copying it from a buffer of the caller's (a file chunk's line is several MiB). What
+    /// was put in it is taken, as by [`handle_bytes`](Self::handle_bytes), when the room is
+    /// dropped.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> std::io::Result<()> {
+    /// use maljan_mcp_stdio::{Event, LineClassifier};
+    /// use tokio::io::AsyncReadExt;
+    /// let mut stdout: &[u8] = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n";
+    /// let mut classifier = LineClassifier::default();
+    /// let read = stdout.read_buf(&mut classifier.read_room(1 << 20).buf()).await?;
+    /// assert_eq!(read, 37);
+    /// assert!(matches!(classifier.poll_event(), Some(Event::Message(_))));
+    /// # Ok(()) }
+    /// ```
+    pub fn read_room(&mut self, max: usize) -> ReadRoom<'_> {
+        self.buf.reserve(max);
+        ReadRoom {
+            held: self.buf.len(),
+            max,
+            classifier: self,
+        }
+    }
+
+    /// Whether bytes read are still taken: not after the end of the stream or invalid UTF-8.
+    fn takes_bytes(&self) -> bool {
+        !(self.finished || self.eof || self.not_utf8_at.is_some())
+    }
+
+    /// Takes the bytes appended to the buffer past `held`: checked as UTF-8, and only those
+    /// before the first invalid byte kept.
+    fn take_appended(&mut self, held: usize) {
+        if !self.takes_bytes() {
+            self.buf.truncate(held);
             return;
         }
         let chunk_start = self.utf8.offset_fed();
-        match self.utf8.feed(bytes) {
-            Ok(()) => self.buf.extend_from_slice(bytes),
-            Err(e) => {
-                let valid = e.offset.saturating_sub(chunk_start).min(bytes.len() as u64);
-                self.buf.extend_from_slice(&bytes[..valid as usize]);
-                self.not_utf8_at = Some(e.offset);
-            }
+        let appended = &self.buf[held..];
+        if let Err(e) = self.utf8.feed(appended) {
+            let valid = e
+                .offset
+                .saturating_sub(chunk_start)
+                .min(appended.len() as u64);
+            self.buf.truncate(held + valid as usize);
+            self.not_utf8_at = Some(e.offset);
         }
     }
 

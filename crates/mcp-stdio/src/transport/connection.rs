@@ -521,11 +521,15 @@ async fn read_loop<R: AsyncRead + Unpin>(
 ) {
     let _panic_guard = FailPendingOnPanic(&shared);
     let mut classifier = LineClassifier::new(config.classifier);
-    let mut chunk = vec![0u8; READ_CHUNK];
     loop {
-        match reader.read(&mut chunk).await {
+        // The room hands what was read to the classifier as it goes, at the end of this
+        // statement.
+        let read = reader
+            .read_buf(&mut classifier.read_room(READ_CHUNK).buf())
+            .await;
+        match read {
             Ok(0) => classifier.handle_eof(),
-            Ok(n) => classifier.handle_bytes(&chunk[..n]),
+            Ok(_) => {}
             Err(e) => {
                 shared.fail(shared.lost(format!("reading the server's stdout failed: {e}")));
                 return;
