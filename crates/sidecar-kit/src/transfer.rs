@@ -338,7 +338,10 @@ fn get_file(args: &Arguments, ctx: &ToolContext) -> ToolResult {
     let mut content = BUFFERS.take_string(bytes.len().div_ceil(3) * 4);
     STANDARD.encode_string(&bytes, &mut content);
     BUFFERS.give(bytes);
-    Ok(json!({"size": size, "sha256": sha256, "offset": offset, "content_base64": content}))
+    let mut answer = json!({"size": size, "sha256": sha256, "offset": offset});
+    // Moved in: `json!` would copy the chunk's base64 (and leave the kept buffer unused).
+    answer["content_base64"] = Value::String(content);
+    Ok(answer)
 }
 
 impl ServerBuilder {

@@ -290,14 +290,11 @@ pub async fn upload_announced<C: ToolCaller>(
                     read,
                 });
             }
-            let content = STANDARD.encode(&bytes);
+            let mut arguments = json!({"name": name, "sha256": sha256});
+            // Moved in: `json!` would copy the whole file's base64.
+            arguments["content_base64"] = Value::String(STANDARD.encode(&bytes));
             drop(bytes);
-            let answer = call(
-                caller,
-                "put_sample",
-                json!({"name": name, "content_base64": content, "sha256": sha256}),
-            )
-            .await?;
+            let answer = call(caller, "put_sample", arguments).await?;
             progress(size, size);
             check_receipt("put_sample", &answer, size, &sha256)?
         }
@@ -344,9 +341,9 @@ pub async fn upload_announced<C: ToolCaller>(
                         let content = STANDARD.encode(&buf[..len]);
                         // The reader may be gone (it stops at the end of the file).
                         let _ = empty_tx.send(buf);
-                        let arguments = json!({
-                            "upload_id": upload_id, "offset": offset, "content_base64": content
-                        });
+                        let mut arguments = json!({"upload_id": upload_id, "offset": offset});
+                        // Moved in: `json!` would copy the chunk's base64.
+                        arguments["content_base64"] = Value::String(content);
                         offset += len as u64;
                         let end = offset;
                         in_flight.push_back(
