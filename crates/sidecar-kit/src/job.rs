@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::SystemTime;
 
+use maljan_direct_write::DirectWriter;
 use sha2::Sha256;
 
 /// The environment variable naming the job directory a client assigned to this server.
@@ -20,7 +21,7 @@ pub(crate) struct Upload {
     pub(crate) received: u64,
     pub(crate) hasher: Sha256,
     pub(crate) temp: PathBuf,
-    pub(crate) file: File,
+    pub(crate) file: DirectWriter,
     /// Why a chunk in turn was refused: the upload cannot complete, and chunks waiting
     /// for their turn are refused with it at once.
     pub(crate) failed: Option<String>,

@@ -1,13 +1,14 @@
 //! The platform primitives for moving files: `put_sample` (single and chunked) and
 //! `get_file`. They store only into, and serve only from, the job's directory.
 
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::fs::OpenOptions;
+use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
+use maljan_direct_write::DirectWriter;
 use maljan_mcp_proto::maljan::{ErrorCode, ToolFailure};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -114,8 +115,8 @@ fn put_sample_begin(args: &Arguments, ctx: &ToolContext) -> ToolResult {
     let dir = samples_dir(&ctx.job)?;
     let id = ctx.job.next_upload_id();
     let temp = dir.join(format!(".incoming-{id}"));
-    let file =
-        File::create(&temp).map_err(|e| failed(format!("creating {}: {e}", temp.display())))?;
+    let file = DirectWriter::create(&temp)
+        .map_err(|e| failed(format!("creating {}: {e}", temp.display())))?;
     lock(&ctx.job.uploads).insert(
         id,
         Upload {
@@ -282,7 +283,6 @@ fn put_sample_finish(args: &Arguments, ctx: &ToolContext) -> ToolResult {
         failed: refused_chunk,
         waiting: _,
     } = upload;
-    drop(file);
     let refuse = |message: String| {
         let _ = std::fs::remove_file(&temp);
         Err(bad(message, "send the file again"))
@@ -300,7 +300,9 @@ fn put_sample_finish(args: &Arguments, ctx: &ToolContext) -> ToolResult {
         ));
     }
     let path = temp.with_file_name(&name);
-    std::fs::rename(&temp, &path).map_err(|e| failed(format!("storing {name}: {e}")))?;
+    file.finish()
+        .and_then(|_| std::fs::rename(&temp, &path))
+        .map_err(|e| failed(format!("storing {name}: {e}")))?;
     Ok(receipt(&path, size, &sha256))
 }
 

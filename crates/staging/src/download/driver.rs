@@ -1,7 +1,6 @@
-use std::io::Write;
-
 use futures::StreamExt;
 use futures::stream::FuturesOrdered;
+use maljan_direct_write::DirectWriter;
 
 use super::{DownloadError, DownloadValidator};
 use crate::caller::started;
@@ -15,10 +14,6 @@ const CHUNKS_IN_FLIGHT: usize = 2;
 /// as a chunk is written while the next answer is read and parsed (a second was no faster
 /// and raised the client's peak by 4 to 9 MiB).
 const WRITE_BUFFERS: usize = 1;
-/// The file is made durable as it is written, this many bytes at a time: the sync before
-/// it enters the store then waits for the last few MiB, not for the whole file (~0.1 s
-/// for 256 MiB on the machine measured, with nothing else left to do).
-const SYNC_STEP_BYTES: u64 = 32 * 1024 * 1024;
 
 /// Downloads a file a server wrote through its `get_file` tool into the artefact store.
 ///
@@ -47,6 +42,7 @@ pub async fn download<C: ToolCaller>(
         // Cannot fail: the channel has room for every buffer.
         let _ = empty_tx.try_send(Vec::new());
     }
+    let file = DirectWriter::new(file, incoming.path());
     let writer = tokio::task::spawn_blocking(move || write_chunks(file, filled, &empty_tx));
     let mut validator = DownloadValidator::new(path, chunk_len);
     // Once the size is known, chunks are asked for ahead, as if each answer were as long
@@ -109,25 +105,19 @@ pub async fn download<C: ToolCaller>(
         .map_err(local)
 }
 
-/// Writes the chunks handed over, in order, handing each buffer back, and makes the file
-/// durable as it goes (every [`SYNC_STEP_BYTES`]) and at the end. Stops at the first error
-/// (the sender then sees the writer gone).
+/// Writes the chunks handed over, in order, handing each buffer back, past the page cache
+/// where the store's filesystem allows it, and makes the file durable at the end. Stops at
+/// the first error (the sender then sees the writer gone).
 fn write_chunks(
-    mut file: std::fs::File,
+    mut file: DirectWriter,
     mut filled: tokio::sync::mpsc::Receiver<Vec<u8>>,
     empty: &tokio::sync::mpsc::Sender<Vec<u8>>,
 ) -> std::io::Result<()> {
-    let mut unsynced = 0u64;
     while let Some(bytes) = filled.blocking_recv() {
         file.write_all(&bytes)?;
-        unsynced += bytes.len() as u64;
-        // Handed back before any sync, to be decoded into meanwhile. The decoding side may
-        // be gone (a refused answer); the buffer is then dropped.
+        // Handed back to be decoded into. The decoding side may be gone (a refused
+        // answer); the buffer is then dropped.
         let _ = empty.try_send(bytes);
-        if unsynced >= SYNC_STEP_BYTES {
-            file.sync_data()?;
-            unsynced = 0;
-        }
     }
-    file.sync_all()
+    file.finish().map(drop)
 }

@@ -1,0 +1,339 @@
+//! Writes a large file once, front to back, past the page cache where the filesystem allows
+//! it (`O_DIRECT` on Linux), and buffered where it does not.
+//!
+//! A downloaded artefact or an uploaded sample is written once and not read back at once:
+//! caching it gains nothing, and writing it through the page cache costs a copy into
+//! freshly allocated cache pages. On a virtual machine whose host takes back the memory the
+//! guest frees, faulting those pages in again costs more than the copy itself (0.06–0.66 s
+//! of kernel CPU per 256 MiB on the 2-vCPU guest measured, against 0.02 s written direct).
+//!
+//! [`DirectWriter`] gathers the bytes into one aligned block of [`BLOCK_BYTES`] and writes
+//! it at an aligned offset through a second descriptor opened with `O_DIRECT`; the tail
+//! that does not fill a block goes through the ordinary descriptor at the end. A filesystem
+//! that refuses direct I/O (tmpfs on older kernels, any system but Linux) gets every byte
+//! through the ordinary descriptor, made durable [`BUFFERED_SYNC_BYTES`] at a time. The
+//! file's bytes are the same either way.
+//!
+//! ```
+//! let dir = tempfile::tempdir()?;
+//! let path = dir.path().join("artefact.bin");
+//! let mut writer = maljan_direct_write::DirectWriter::create(&path)?;
+//! writer.write_all(b"hello ")?;
+//! writer.write_all(b"world")?;
+//! assert_eq!(writer.finish()?, 11);
+//! assert_eq!(std::fs::read(&path)?, b"hello world");
+//! # Ok::<(), std::io::Error>(())
+//! ```
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+/// The alignment of a direct write's buffer, length and file offset: 4096 bytes covers
+/// the logical block size of every common device.
+const ALIGN: usize = 4096;
+
+/// Bytes gathered before each direct write: 1 MiB writes went as fast as 4 MiB ones
+/// (1.7 GB/s on the machine measured) for a quarter of the memory.
+pub const BLOCK_BYTES: usize = 1024 * 1024;
+
+/// Written through the page cache, the file is made durable this many bytes at a time, so
+/// that [`DirectWriter::finish`] waits for the last few MiB only, not the whole file.
+pub const BUFFERED_SYNC_BYTES: u64 = 32 * 1024 * 1024;
+
+/// Writes one file front to back, direct where the filesystem allows it.
+///
+/// Bytes are kept in the writer until a block is full, and the last partial block until
+/// [`finish`](Self::finish): a writer dropped without it leaves the file short.
+#[derive(Debug)]
+pub struct DirectWriter {
+    /// The ordinary descriptor: the tail, the fallback, and the final sync.
+    file: File,
+    /// The `O_DIRECT` descriptor, while the filesystem takes direct writes.
+    direct: Option<File>,
+    block: AlignedBlock,
+    /// Bytes in the file: where the block's first byte goes.
+    written: u64,
+    /// Bytes written through the page cache since the last sync.
+    unsynced: u64,
+}
+
+impl DirectWriter {
+    /// Creates (or truncates) the file at `path`.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir()?;
+    /// let writer = maljan_direct_write::DirectWriter::create(dir.path().join("a"))?;
+    /// assert_eq!(writer.finish()?, 0);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn create(path: impl AsRef<Path>) -> io::Result<Self> {
+        let path = path.as_ref();
+        let file = File::create(path)?;
+        Ok(DirectWriter::new(file, path))
+    }
+
+    /// Writes into `file`, an empty file just opened for writing, found at `path` (opened
+    /// again there for direct writes; where that fails, every byte goes through `file`).
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir()?;
+    /// let path = dir.path().join("a");
+    /// let file = std::fs::File::create_new(&path)?;
+    /// let mut writer = maljan_direct_write::DirectWriter::new(file, &path);
+    /// writer.write_all(&[7; 5000])?;
+    /// assert_eq!(writer.finish()?, 5000);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn new(file: File, path: &Path) -> Self {
+        let block = AlignedBlock::new();
+        let direct = if block.is_aligned() {
+            open_direct(path)
+        } else {
+            None
+        };
+        DirectWriter {
+            file,
+            direct,
+            block,
+            written: 0,
+            unsynced: 0,
+        }
+    }
+
+    /// Whether blocks are written past the page cache (until the filesystem refuses one).
+    pub fn is_direct(&self) -> bool {
+        self.direct.is_some()
+    }
+
+    /// Bytes taken so far, written or waiting for a block to fill.
+    pub fn len(&self) -> u64 {
+        self.written + self.block.len as u64
+    }
+
+    /// Whether no byte was taken yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Appends `bytes`: each block filled is written at once.
+    pub fn write_all(&mut self, mut bytes: &[u8]) -> io::Result<()> {
+        if self.direct.is_none() {
+            return self.write_buffered(bytes);
+        }
+        while !bytes.is_empty() {
+            let room = self.block.room();
+            let take = room.len().min(bytes.len());
+            room[..take].copy_from_slice(&bytes[..take]);
+            self.block.len += take;
+            bytes = &bytes[take..];
+            if self.block.len == BLOCK_BYTES {
+                self.write_block()?;
+                if self.direct.is_none() {
+                    return self.write_buffered(bytes);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes what is left and makes the file durable; returns its length.
+    pub fn finish(mut self) -> io::Result<u64> {
+        let tail = std::mem::take(&mut self.block.len);
+        let start = self.block.start;
+        self.file
+            .write_all_at(&self.block.storage[start..start + tail], self.written)?;
+        self.written += tail as u64;
+        self.file.sync_all()?;
+        Ok(self.written)
+    }
+
+    /// Writes the full block direct, or, when the filesystem refuses direct writes, through
+    /// the page cache from then on.
+    fn write_block(&mut self) -> io::Result<()> {
+        let len = std::mem::take(&mut self.block.len);
+        let start = self.block.start;
+        let bytes = &self.block.storage[start..start + len];
+        if let Some(direct) = &self.direct {
+            match direct.write_all_at(bytes, self.written) {
+                Ok(()) => {
+                    self.written += len as u64;
+                    return Ok(());
+                }
+                // Refused by the filesystem (or the device's alignment): nothing was
+                // written at this offset that a buffered write will not overwrite.
+                Err(e) if e.kind() == io::ErrorKind::InvalidInput => self.direct = None,
+                Err(e) => return Err(e),
+            }
+        }
+        self.file.write_all_at(bytes, self.written)?;
+        self.written += len as u64;
+        self.unsynced += len as u64;
+        Ok(())
+    }
+
+    /// Writes through the page cache: what the block holds first, then `bytes`.
+    fn write_buffered(&mut self, bytes: &[u8]) -> io::Result<()> {
+        if self.block.len > 0 {
+            let gathered = std::mem::take(&mut self.block.len);
+            let start = self.block.start;
+            self.file
+                .write_all_at(&self.block.storage[start..start + gathered], self.written)?;
+            self.written += gathered as u64;
+            self.unsynced += gathered as u64;
+        }
+        self.file.write_all_at(bytes, self.written)?;
+        self.written += bytes.len() as u64;
+        self.unsynced += bytes.len() as u64;
+        if self.unsynced >= BUFFERED_SYNC_BYTES {
+            self.file.sync_data()?;
+            self.unsynced = 0;
+        }
+        Ok(())
+    }
+}
+
+/// A block of [`BLOCK_BYTES`] at an address aligned to [`ALIGN`], inside a vector allocated
+/// that much larger.
+#[derive(Debug)]
+struct AlignedBlock {
+    storage: Vec<u8>,
+    /// Where the aligned block starts in `storage`.
+    start: usize,
+    /// Bytes gathered.
+    len: usize,
+}
+
+impl AlignedBlock {
+    fn new() -> Self {
+        let storage = vec![0u8; BLOCK_BYTES + ALIGN];
+        // `align_offset` may answer "cannot" (usize::MAX): the writer then writes buffered.
+        let start = storage.as_ptr().align_offset(ALIGN).min(ALIGN);
+        AlignedBlock {
+            storage,
+            start,
+            len: 0,
+        }
+    }
+
+    fn is_aligned(&self) -> bool {
+        self.start < ALIGN
+    }
+
+    /// The block's free part.
+    fn room(&mut self) -> &mut [u8] {
+        &mut self.storage[self.start + self.len..self.start + BLOCK_BYTES]
+    }
+}
+
+/// `path` opened for direct writes, when the system and its filesystem allow them.
+#[cfg(target_os = "linux")]
+fn open_direct(path: &Path) -> Option<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(nix::fcntl::OFlag::O_DIRECT.bits())
+        .open(path)
+        .ok()
+}
+
+/// `path` opened for direct writes: not on this system.
+#[cfg(not(target_os = "linux"))]
+fn open_direct(_path: &Path) -> Option<File> {
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Bytes that differ from block to block, so a block written at the wrong offset shows.
+    fn pattern(len: usize, seed: u8) -> Vec<u8> {
+        (0..len)
+            .map(|i| (i as u8).wrapping_mul(31) ^ (i >> 12) as u8 ^ seed)
+            .collect()
+    }
+
+    fn write_in_pieces(writer: &mut DirectWriter, pieces: &[Vec<u8>]) -> Vec<u8> {
+        let mut expected = Vec::new();
+        for piece in pieces {
+            writer.write_all(piece).expect("written");
+            expected.extend_from_slice(piece);
+            assert_eq!(writer.len(), expected.len() as u64);
+        }
+        expected
+    }
+
+    fn any_pieces() -> impl Strategy<Value = Vec<Vec<u8>>> {
+        let size = prop_oneof![
+            0..64usize,
+            4090..4100usize,
+            BLOCK_BYTES - 3..BLOCK_BYTES + 3,
+            0..3 * BLOCK_BYTES,
+        ];
+        prop::collection::vec((size, any::<u8>()), 0..6)
+            .prop_map(|sizes| sizes.into_iter().map(|(n, s)| pattern(n, s)).collect())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+
+        #[test]
+        fn the_file_holds_every_byte_written_in_order(pieces in any_pieces(), buffered in any::<bool>()) {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let path = dir.path().join("out");
+            let mut writer = DirectWriter::create(&path).expect("created");
+            if buffered {
+                writer.direct = None;
+            }
+            let expected = write_in_pieces(&mut writer, &pieces);
+            prop_assert_eq!(writer.finish().expect("finished"), expected.len() as u64);
+            let read = std::fs::read(&path).expect("read");
+            prop_assert_eq!(read.len(), expected.len());
+            prop_assert!(read == expected, "the file's bytes differ from those written");
+        }
+    }
+
+    #[test]
+    fn a_block_the_filesystem_refuses_is_written_through_the_page_cache_and_so_is_the_rest() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("out");
+        let mut writer = DirectWriter::create(&path).expect("created");
+        if !writer.is_direct() {
+            eprintln!("this filesystem takes no direct writes: the refusal cannot be shown here");
+            return;
+        }
+        // A buffer one byte off the alignment: the kernel refuses the direct write with
+        // EINVAL, as a filesystem that takes no direct writes does.
+        let start = writer.block.start;
+        writer.block.start = if start > 0 { start - 1 } else { start + 1 };
+        let pieces = [pattern(BLOCK_BYTES + 100, 1), pattern(3 * BLOCK_BYTES, 2)];
+        let expected = write_in_pieces(&mut writer, &pieces);
+        assert!(!writer.is_direct(), "the refusal turned direct writes off");
+        assert_eq!(writer.finish().expect("finished"), expected.len() as u64);
+        assert!(std::fs::read(&path).expect("read") == expected);
+    }
+
+    #[test]
+    fn a_whole_block_goes_out_before_finish_and_the_tail_only_at_finish() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("out");
+        let mut writer = DirectWriter::create(&path).expect("created");
+        let bytes = pattern(BLOCK_BYTES + 10, 3);
+        writer.write_all(&bytes).expect("written");
+        let on_disk = std::fs::metadata(&path).expect("metadata").len();
+        if writer.is_direct() {
+            assert_eq!(on_disk, BLOCK_BYTES as u64, "the full block, not the tail");
+        } else {
+            assert_eq!(on_disk, bytes.len() as u64, "buffered: every byte at once");
+        }
+        assert_eq!(writer.finish().expect("finished"), bytes.len() as u64);
+        assert_eq!(
+            std::fs::metadata(&path).expect("metadata").len(),
+            bytes.len() as u64
+        );
+    }
+}
