@@ -131,6 +131,14 @@ impl Job {
         Ok(real)
     }
 
+    /// Remembers the digest of a file the server has just written and verified, so that
+    /// serving it does not read it all again first.
+    pub(crate) fn remember_digest(&self, path: &Path, size: u64, sha256: &str) {
+        if let Ok(modified) = std::fs::metadata(path).and_then(|m| m.modified()) {
+            lock(&self.digests).insert(path.to_owned(), (modified, size, sha256.to_owned()));
+        }
+    }
+
     /// The sha256 of a file of the job, cached while its size and modification time hold.
     pub(crate) fn digest_of(&self, path: &Path) -> io::Result<(u64, String)> {
         use sha2::Digest;

@@ -100,9 +100,14 @@ fn put_sample(args: &Arguments, ctx: &ToolContext) -> ToolResult {
     let dir = samples_dir(&ctx.job)?;
     let temp = dir.join(format!(".incoming-{}", ctx.job.next_upload_id()));
     let path = dir.join(&name);
-    std::fs::write(&temp, &bytes)
-        .and_then(|()| std::fs::rename(&temp, &path))
+    DirectWriter::create(&temp)
+        .and_then(|mut file| {
+            file.write_all(&bytes)?;
+            file.finish()
+        })
+        .and_then(|_| std::fs::rename(&temp, &path))
         .map_err(|e| failed(format!("storing {name}: {e}")))?;
+    ctx.job.remember_digest(&path, bytes.len() as u64, &sha256);
     Ok(receipt(&path, bytes.len() as u64, &sha256))
 }
 
@@ -303,6 +308,7 @@ fn put_sample_finish(args: &Arguments, ctx: &ToolContext) -> ToolResult {
     file.finish()
         .and_then(|_| std::fs::rename(&temp, &path))
         .map_err(|e| failed(format!("storing {name}: {e}")))?;
+    ctx.job.remember_digest(&path, size, &sha256);
     Ok(receipt(&path, size, &sha256))
 }
 

@@ -374,3 +374,35 @@ async fn a_chunk_whose_bytes_before_never_come_is_refused_once_its_wait_is_over(
     client.send(finish(5, upload)).await;
     assert_eq!(structured(&client.receive().await)["size"], 6);
 }
+
+#[tokio::test]
+async fn get_file_states_the_digest_of_the_latest_upload_under_a_name() {
+    let mut client = start(Server::builder("t", "1").file_transfer().build());
+    // Two uploads of the same size under the same name: the second replaces the first, and
+    // the digest served is the second's, not one remembered from the first.
+    for (round, content) in [&b"abcdef"[..], b"ghijkl"].into_iter().enumerate() {
+        let id = 10 * (round as u64 + 1);
+        let upload = begin_upload(&mut client, content).await;
+        client
+            .send(chunk(id, upload, 0, &STANDARD.encode(content)))
+            .await;
+        client.receive().await;
+        client.send(finish(id + 1, upload)).await;
+        let finished = client.receive().await;
+        let path = structured(&finished)["path"].as_str().expect("a path");
+        client
+            .send(call(id + 2, "get_file", json!({"path": path})))
+            .await;
+        let served = client.receive().await;
+        let served = structured(&served);
+        assert_eq!(
+            served["sha256"],
+            format!("{:x}", Sha256::digest(content)),
+            "{served}"
+        );
+        let bytes = STANDARD
+            .decode(served["content_base64"].as_str().expect("base64"))
+            .expect("base64");
+        assert_eq!(bytes, content);
+    }
+}
