@@ -2,7 +2,8 @@
 //!
 //! - **Download** ([`download`], [`DownloadValidator`]): `get_file` asked 4 MiB at a time,
 //!   every lie refused with its own [`DownloadError`], bytes hashed and written to a
-//!   temporary file in the [`ArtefactStore`], renamed into place only when the digest
+//!   temporary file in the [`ArtefactStore`] (past the page cache where the filesystem
+//!   allows it, with `maljan-direct-write`), renamed into place only when the digest
 //!   matches. Memory O(chunk), no size limit of its own.
 //! - **Upload** ([`upload`]): `put_sample_begin` / `_chunk` / `_finish` streamed from disk,
 //!   hashed as read, finish not called when the bytes changed; or one `put_sample`. A file
