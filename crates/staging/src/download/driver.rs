@@ -42,7 +42,7 @@ pub async fn download<C: ToolCaller>(
         // Cannot fail: the channel has room for every buffer.
         let _ = empty_tx.try_send(Vec::new());
     }
-    let file = DirectWriter::new(file, incoming.path());
+    let file = DirectWriter::new(file);
     let writer = tokio::task::spawn_blocking(move || write_chunks(file, filled, &empty_tx));
     let mut validator = DownloadValidator::new(path, chunk_len);
     // Once the size is known, chunks are asked for ahead, as if each answer were as long
