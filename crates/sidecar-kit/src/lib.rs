@@ -38,6 +38,7 @@
 //! ```
 
 mod buffers;
+mod call_params;
 mod http;
 mod job;
 mod logging;

@@ -12,8 +12,8 @@ use maljan_mcp_proto::jsonrpc::{
 };
 use maljan_mcp_proto::maljan::{CapabilityManifest, ErrorCode, ToolCapability, ToolFailure};
 use maljan_mcp_proto::mcp::{
-    CallToolParams, CancelledParams, Implementation, InitializeParams, InitializeResult,
-    ListToolsResult, ProtocolVersion, Tool, methods,
+    CancelledParams, Implementation, InitializeParams, InitializeResult, ListToolsResult,
+    ProtocolVersion, Tool, methods,
 };
 use maljan_mcp_stdio::{ClassifierConfig, Event, LineClassifier};
 use serde_json::value::RawValue;
@@ -24,8 +24,9 @@ use tokio::sync::mpsc;
 use tokio::task::{AbortHandle, JoinSet};
 
 use crate::buffers::BUFFERS;
+use crate::call_params::{Chunk, ToolCall};
 use crate::reply::{response_line, tool_reply};
-use crate::tool::Handler;
+use crate::tool::{ChunkHandler, Handler};
 use crate::{Arguments, Job, ProbeResult, ToolContext, ToolResult, ToolSpec};
 
 /// Bytes read from stdin at a time: a file chunk's request line (several MiB) takes a few
@@ -56,6 +57,9 @@ pub struct ServerBuilder {
     name: String,
     version: String,
     tools: Vec<(ToolSpec, Handler)>,
+    /// The tool whose arguments are a file chunk, and how it takes one read straight from
+    /// the request.
+    chunk_tool: Option<(String, ChunkHandler)>,
 }
 
 impl std::fmt::Debug for ServerBuilder {
@@ -79,6 +83,18 @@ impl ServerBuilder {
     {
         self.tools.push((spec, Arc::new(handler)));
         self
+    }
+
+    /// Adds a tool whose arguments are a file chunk: `handler` takes them as any tool's,
+    /// `chunk_handler` as a [`Chunk`] read straight from the request when they can be
+    /// (see [`ToolCall::read`]). Both must answer alike.
+    pub(crate) fn chunk_tool<F, C>(mut self, spec: ToolSpec, handler: F, chunk_handler: C) -> Self
+    where
+        F: Fn(&Arguments, &ToolContext) -> ToolResult + Send + Sync + 'static,
+        C: Fn(&Chunk<'_>, &ToolContext) -> ToolResult + Send + Sync + 'static,
+    {
+        self.chunk_tool = Some((spec.name.clone(), Arc::new(chunk_handler)));
+        self.tool(spec, handler)
     }
 
     /// Probes every tool's dependency and builds the server and its manifest.
@@ -128,6 +144,7 @@ impl ServerBuilder {
             },
             tools,
             manifest,
+            chunk_tool: self.chunk_tool,
         }
     }
 }
@@ -154,6 +171,7 @@ pub struct Server {
     info: Implementation,
     tools: Vec<RegisteredTool>,
     manifest: CapabilityManifest,
+    chunk_tool: Option<(String, ChunkHandler)>,
 }
 
 impl std::fmt::Debug for Server {
@@ -191,6 +209,7 @@ impl Server {
             name: name.into(),
             version: version.into(),
             tools: Vec::new(),
+            chunk_tool: None,
         }
     }
 
@@ -437,21 +456,24 @@ impl Server {
     }
 
     fn call_blocking(&self, id: RequestId, params: &RawValue, job: Arc<Job>) -> Vec<u8> {
-        let Ok(call) = serde_json::from_str::<CallToolParams>(params.get()) else {
+        let chunk_tool = self.chunk_tool.as_ref();
+        let Some(call) = ToolCall::read(params.get(), chunk_tool.map(|(name, _)| name.as_str()))
+        else {
             return invalid_call_params(id);
         };
-        if call.name == CAPABILITIES {
+        let name = call.name().to_owned();
+        if name == CAPABILITIES {
             return tool_reply(
                 &id,
                 Ok(serde_json::to_value(&self.manifest).unwrap_or(Value::Null)),
                 CAPABILITIES,
             );
         }
-        let Some(tool) = self.tools.iter().find(|t| t.spec.name == call.name) else {
+        let Some(tool) = self.tools.iter().find(|t| t.spec.name == name) else {
             return encode(&error_reply(
                 id,
                 error_codes::INVALID_PARAMS,
-                format!("unknown tool {:?}; tools/list names the tools", call.name),
+                format!("unknown tool {name:?}; tools/list names the tools"),
             ));
         };
         if let (Some(Err(reason)), Some(dep)) = (&tool.dependency, &tool.spec.dependency) {
@@ -460,20 +482,31 @@ impl Server {
                 reason.clone(),
                 Some(dep.remediation.clone()),
             );
-            return tool_reply(&id, Err(failure), &call.name);
+            return tool_reply(&id, Err(failure), &name);
         }
         let context = ToolContext {
-            tool: call.name.clone(),
+            tool: name.clone(),
             dependency: match &tool.dependency {
                 Some(Ok(found)) => Some(found.clone()),
                 _ => None,
             },
             job,
         };
-        let arguments = Arguments::new(call.arguments.unwrap_or_default());
-        let outcome =
-            std::panic::catch_unwind(AssertUnwindSafe(|| (tool.handler)(&arguments, &context)));
-        BUFFERS.give_strings(Value::Object(arguments.into_map()));
+        let outcome = match call {
+            ToolCall::Chunk { chunk, .. } => {
+                let (_, handler) =
+                    chunk_tool.expect("only a server with a chunk tool reads a call as a chunk");
+                std::panic::catch_unwind(AssertUnwindSafe(|| handler(&chunk, &context)))
+            }
+            ToolCall::Parsed(call) => {
+                let arguments = Arguments::new(call.arguments.unwrap_or_default());
+                let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                    (tool.handler)(&arguments, &context)
+                }));
+                BUFFERS.give_strings(Value::Object(arguments.into_map()));
+                outcome
+            }
+        };
         let result = outcome.unwrap_or_else(|panic| {
             Err(ToolFailure::new(
                 ErrorCode::ToolFailed,
@@ -481,7 +514,7 @@ impl Server {
                 Some("report this to the server's authors with the arguments used".to_owned()),
             ))
         });
-        tool_reply(&id, result, &call.name)
+        tool_reply(&id, result, &name)
     }
 }
 

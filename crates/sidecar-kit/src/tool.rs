@@ -3,12 +3,17 @@ use std::sync::Arc;
 use maljan_mcp_proto::maljan::{ErrorCode, ToolFailure};
 use serde_json::{Map, Value};
 
+use crate::call_params::Chunk;
 use crate::{Job, Probe};
 
 /// What a handler returns: the answer, or the failure the kit turns into an error envelope.
 pub type ToolResult = Result<Value, ToolFailure>;
 
 pub(crate) type Handler = Arc<dyn Fn(&Arguments, &ToolContext) -> ToolResult + Send + Sync>;
+
+/// A handler of a file chunk's arguments read straight from the request (see
+/// [`ToolCall`](crate::call_params::ToolCall)).
+pub(crate) type ChunkHandler = Arc<dyn Fn(&Chunk<'_>, &ToolContext) -> ToolResult + Send + Sync>;
 
 /// An optional dependency of a tool, probed when the server starts.
 #[derive(Debug, Clone)]

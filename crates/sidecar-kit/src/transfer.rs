@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::buffers::BUFFERS;
+use crate::call_params::Chunk;
 use crate::job::{Upload, lock};
 use crate::{Arguments, Job, ServerBuilder, ToolContext, ToolResult, ToolSpec};
 
@@ -166,6 +167,28 @@ fn put_sample_chunk(args: &Arguments, ctx: &ToolContext, turn_wait: Duration) ->
         .optional_u64("offset")?
         .ok_or_else(|| bad("the argument offset is missing", "pass the chunk's offset"))?;
     let content = args.string("content_base64")?;
+    store_chunk_in_turn(id, offset, content, ctx, turn_wait)
+}
+
+/// [`put_sample_chunk`], its arguments read straight from the request.
+fn put_chunk(chunk: &Chunk<'_>, ctx: &ToolContext, turn_wait: Duration) -> ToolResult {
+    store_chunk_in_turn(
+        chunk.upload_id,
+        chunk.offset,
+        &chunk.content_base64,
+        ctx,
+        turn_wait,
+    )
+}
+
+/// Decodes the chunk at `offset` of upload `id` and stores it once its turn comes.
+fn store_chunk_in_turn(
+    id: u64,
+    offset: u64,
+    content: &str,
+    ctx: &ToolContext,
+    turn_wait: Duration,
+) -> ToolResult {
     let mut decoded = BUFFERS.take(content.len() / 4 * 3 + 3);
     let decoded = match STANDARD.decode_vec(content, &mut decoded) {
         Ok(()) => Ok(decoded),
@@ -403,12 +426,13 @@ impl ServerBuilder {
             .optional("size", integer("the file's size")),
             put_sample_begin,
         )
-        .tool(
+        .chunk_tool(
             ToolSpec::new("put_sample_chunk", "Sends the next chunk of an upload")
                 .optional("upload_id", integer("from put_sample_begin"))
                 .optional("offset", integer("where the chunk goes"))
                 .required_string("content_base64", "the chunk, base64"),
             move |args, ctx| put_sample_chunk(args, ctx, turn_wait),
+            move |chunk, ctx| put_chunk(chunk, ctx, turn_wait),
         )
         .tool(
             ToolSpec::new("put_sample_finish", "Checks and stores a chunked upload")
