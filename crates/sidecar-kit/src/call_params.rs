@@ -110,26 +110,23 @@ impl<'de> Visitor<'de> for CallVisitor<'_> {
             }
         }
         let name = name.ok_or_else(|| de::Error::missing_field("name"))?;
-        Ok(match arguments {
+        let arguments = match arguments {
             Some(ReadArguments::Chunk(chunk)) if Some(name.as_str()) == self.chunk_tool => {
-                ToolCall::Chunk { name, chunk }
+                return Ok(ToolCall::Chunk { name, chunk });
             }
             Some(ReadArguments::Chunk(_)) => {
                 return Err(de::Error::custom(
                     "arguments read as a chunk for another tool",
                 ));
             }
-            Some(ReadArguments::Map(arguments)) => ToolCall::Parsed(CallToolParams {
-                name,
-                arguments,
-                meta: meta.flatten(),
-            }),
-            None => ToolCall::Parsed(CallToolParams {
-                name,
-                arguments: None,
-                meta: meta.flatten(),
-            }),
-        })
+            Some(ReadArguments::Map(arguments)) => arguments,
+            None => None,
+        };
+        Ok(ToolCall::Parsed(CallToolParams {
+            name,
+            arguments,
+            meta: meta.flatten(),
+        }))
     }
 }
 

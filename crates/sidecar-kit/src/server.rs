@@ -47,6 +47,8 @@ pub(crate) enum Answer {
 struct RegisteredTool {
     spec: ToolSpec,
     handler: Handler,
+    /// How a tool whose arguments are a file chunk takes them read straight from the request.
+    chunk_handler: Option<ChunkHandler>,
     /// `Ok(found)` or `Err(reason)` from the dependency's probe.
     dependency: Option<Result<String, String>>,
 }
@@ -56,10 +58,7 @@ struct RegisteredTool {
 pub struct ServerBuilder {
     name: String,
     version: String,
-    tools: Vec<(ToolSpec, Handler)>,
-    /// The tool whose arguments are a file chunk, and how it takes one read straight from
-    /// the request.
-    chunk_tool: Option<(String, ChunkHandler)>,
+    tools: Vec<(ToolSpec, Handler, Option<ChunkHandler>)>,
 }
 
 impl std::fmt::Debug for ServerBuilder {
@@ -81,7 +80,7 @@ impl ServerBuilder {
     where
         F: Fn(&Arguments, &ToolContext) -> ToolResult + Send + Sync + 'static,
     {
-        self.tools.push((spec, Arc::new(handler)));
+        self.tools.push((spec, Arc::new(handler), None));
         self
     }
 
@@ -93,8 +92,9 @@ impl ServerBuilder {
         F: Fn(&Arguments, &ToolContext) -> ToolResult + Send + Sync + 'static,
         C: Fn(&Chunk<'_>, &ToolContext) -> ToolResult + Send + Sync + 'static,
     {
-        self.chunk_tool = Some((spec.name.clone(), Arc::new(chunk_handler)));
-        self.tool(spec, handler)
+        self.tools
+            .push((spec, Arc::new(handler), Some(Arc::new(chunk_handler))));
+        self
     }
 
     /// Probes every tool's dependency and builds the server and its manifest.
@@ -102,7 +102,7 @@ impl ServerBuilder {
         let tools = self
             .tools
             .into_iter()
-            .map(|(spec, handler)| {
+            .map(|(spec, handler, chunk_handler)| {
                 let dependency = spec.dependency.as_ref().map(|d| match d.probe.run() {
                     ProbeResult::Found(found) => Ok(found),
                     ProbeResult::Missing(reason) => Err(reason),
@@ -110,6 +110,7 @@ impl ServerBuilder {
                 RegisteredTool {
                     spec,
                     handler,
+                    chunk_handler,
                     dependency,
                 }
             })
@@ -144,7 +145,6 @@ impl ServerBuilder {
             },
             tools,
             manifest,
-            chunk_tool: self.chunk_tool,
         }
     }
 }
@@ -171,7 +171,6 @@ pub struct Server {
     info: Implementation,
     tools: Vec<RegisteredTool>,
     manifest: CapabilityManifest,
-    chunk_tool: Option<(String, ChunkHandler)>,
 }
 
 impl std::fmt::Debug for Server {
@@ -209,7 +208,6 @@ impl Server {
             name: name.into(),
             version: version.into(),
             tools: Vec::new(),
-            chunk_tool: None,
         }
     }
 
@@ -455,10 +453,16 @@ impl Server {
         }
     }
 
+    /// The tool whose arguments are read as a file chunk, if the server has one.
+    fn chunk_tool(&self) -> Option<&str> {
+        self.tools
+            .iter()
+            .find(|t| t.chunk_handler.is_some())
+            .map(|t| t.spec.name.as_str())
+    }
+
     fn call_blocking(&self, id: RequestId, params: &RawValue, job: Arc<Job>) -> Vec<u8> {
-        let chunk_tool = self.chunk_tool.as_ref();
-        let Some(call) = ToolCall::read(params.get(), chunk_tool.map(|(name, _)| name.as_str()))
-        else {
+        let Some(call) = ToolCall::read(params.get(), self.chunk_tool()) else {
             return invalid_call_params(id);
         };
         let name = call.name().to_owned();
@@ -492,13 +496,14 @@ impl Server {
             },
             job,
         };
-        let outcome = match call {
-            ToolCall::Chunk { chunk, .. } => {
-                let (_, handler) =
-                    chunk_tool.expect("only a server with a chunk tool reads a call as a chunk");
-                std::panic::catch_unwind(AssertUnwindSafe(|| handler(&chunk, &context)))
+        let outcome = match (call, &tool.chunk_handler) {
+            (ToolCall::Chunk { chunk, .. }, Some(chunk_handler)) => {
+                std::panic::catch_unwind(AssertUnwindSafe(|| chunk_handler(&chunk, &context)))
             }
-            ToolCall::Parsed(call) => {
+            (ToolCall::Chunk { name, .. }, None) => {
+                unreachable!("{name} has no chunk handler, so its call is not read as a chunk")
+            }
+            (ToolCall::Parsed(call), _) => {
                 let arguments = Arguments::new(call.arguments.unwrap_or_default());
                 let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
                     (tool.handler)(&arguments, &context)
@@ -540,4 +545,22 @@ async fn write_lines<W: AsyncWrite + Unpin>(
         BUFFERS.give(line);
     }
     writer.shutdown().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_transfer_server_reads_put_sample_chunk_calls_as_chunks_and_no_other() {
+        let files = Server::builder("files", "1").file_transfer().build();
+        assert_eq!(files.chunk_tool(), Some("put_sample_chunk"));
+        let plain = Server::builder("plain", "1")
+            .tool(
+                ToolSpec::new("put_sample_chunk", "a tool of its own"),
+                |_, _| Ok(json!({})),
+            )
+            .build();
+        assert_eq!(plain.chunk_tool(), None);
+    }
 }
