@@ -141,11 +141,7 @@ impl DirectWriter {
             // The tail is not a whole block: it goes through the page cache.
             set_direct(&self.file, false)?;
         }
-        let tail = std::mem::take(&mut self.block.len);
-        let start = self.block.start;
-        self.file
-            .write_all_at(&self.block.storage[start..start + tail], self.written)?;
-        self.written += tail as u64;
+        self.write_gathered_buffered()?;
         self.file.sync_all()?;
         Ok(self.written)
     }
@@ -153,13 +149,12 @@ impl DirectWriter {
     /// Writes the full block direct, or, when the filesystem refuses direct writes, through
     /// the page cache from then on.
     fn write_block(&mut self) -> io::Result<()> {
-        let len = std::mem::take(&mut self.block.len);
-        let start = self.block.start;
-        let bytes = &self.block.storage[start..start + len];
         if self.direct {
-            match self.file.write_all_at(bytes, self.written) {
+            let block = &self.block.storage[self.block.start..self.block.start + self.block.len];
+            match self.file.write_all_at(block, self.written) {
                 Ok(()) => {
-                    self.written += len as u64;
+                    self.written += self.block.len as u64;
+                    self.block.len = 0;
                     return Ok(());
                 }
                 // Refused by the filesystem (or the device's alignment): nothing was
@@ -171,22 +166,23 @@ impl DirectWriter {
                 Err(e) => return Err(e),
             }
         }
-        self.file.write_all_at(bytes, self.written)?;
-        self.written += len as u64;
-        self.unsynced += len as u64;
+        self.write_gathered_buffered()
+    }
+
+    /// Writes what the block holds through the page cache, emptying it.
+    fn write_gathered_buffered(&mut self) -> io::Result<()> {
+        let gathered = std::mem::take(&mut self.block.len);
+        let start = self.block.start;
+        self.file
+            .write_all_at(&self.block.storage[start..start + gathered], self.written)?;
+        self.written += gathered as u64;
+        self.unsynced += gathered as u64;
         Ok(())
     }
 
-    /// Writes through the page cache: what the block holds first, then `bytes`.
+    /// Writes `bytes` through the page cache (the block is empty once direct writes are
+    /// off: `write_block` writes what it held before turning them off).
     fn write_buffered(&mut self, bytes: &[u8]) -> io::Result<()> {
-        if self.block.len > 0 {
-            let gathered = std::mem::take(&mut self.block.len);
-            let start = self.block.start;
-            self.file
-                .write_all_at(&self.block.storage[start..start + gathered], self.written)?;
-            self.written += gathered as u64;
-            self.unsynced += gathered as u64;
-        }
         self.file.write_all_at(bytes, self.written)?;
         self.written += bytes.len() as u64;
         self.unsynced += bytes.len() as u64;
