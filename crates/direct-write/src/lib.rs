@@ -136,14 +136,29 @@ impl DirectWriter {
     }
 
     /// Writes what is left and makes the file durable; returns its length.
-    pub fn finish(mut self) -> io::Result<u64> {
+    pub fn finish(self) -> io::Result<u64> {
+        self.finish_into_file().map(|(written, _)| written)
+    }
+
+    /// [`finish`](Self::finish), handing the file back as well (its descriptor out of
+    /// direct mode): to learn what it now is without opening it again by name.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir()?;
+    /// let mut writer = maljan_direct_write::DirectWriter::create(dir.path().join("a"))?;
+    /// writer.write_all(b"abc")?;
+    /// let (written, file) = writer.finish_into_file()?;
+    /// assert_eq!((written, file.metadata()?.len()), (3, 3));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn finish_into_file(mut self) -> io::Result<(u64, File)> {
         if self.direct {
             // The tail is not a whole block: it goes through the page cache.
             set_direct(&self.file, false)?;
         }
         self.write_gathered_buffered()?;
         self.file.sync_all()?;
-        Ok(self.written)
+        Ok((self.written, self.file))
     }
 
     /// Writes the full block direct, or, when the filesystem refuses direct writes, through

@@ -5,12 +5,12 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use maljan_client::{Job, Ledger};
+use maljan_client::{Job, Ledger, ServerConnection, ServerTransport};
 use serde_json::{Value, json};
 
 use crate::config::Config;
 use crate::error::CliError;
-use crate::{Format, arguments, connect, ledger_file, print_json, progress, render};
+use crate::{Format, arguments, ledger_file, print_json, progress, render};
 
 /// The `call` subcommand's options.
 #[derive(Debug, clap::Args)]
@@ -39,6 +39,8 @@ pub(crate) struct CallOptions {
     pub(crate) ledger: Option<PathBuf>,
     /// Copy FILE into the job's directory as the sample and pass that copy wherever an
     /// argument names FILE; a server elsewhere gets it uploaded (the transport decides).
+    /// For a local stdio server, a file an argument names is staged so without asking: the
+    /// server reads nothing of this host but its job.
     #[arg(long, value_name = "FILE")]
     pub(crate) stage: Option<PathBuf>,
     /// The job's directory (default with --stage or --take: a new one beside the ledger).
@@ -78,8 +80,28 @@ fn point_at_sample(arguments: &mut Value, file: &Path, sample: &Path) -> usize {
     replaced
 }
 
-pub(crate) async fn run(mut config: Config, options: CallOptions) -> Result<ExitCode, CliError> {
+/// The first local regular file a top-level string argument names, if any.
+fn local_file_argument(arguments: &Value) -> Option<PathBuf> {
+    let Value::Object(map) = arguments else {
+        return None;
+    };
+    map.values()
+        .filter_map(Value::as_str)
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
+}
+
+pub(crate) async fn run(
+    mut config: Config,
+    mut options: CallOptions,
+) -> Result<ExitCode, CliError> {
     let mut arguments = arguments::parse(&options.arguments, options.json.as_deref())?;
+    let server_config = config.server(Some(&options.server))?;
+    let local_server = matches!(server_config.transport, ServerTransport::Stdio(_))
+        && server_config.sample_mount.is_none();
+    if options.stage.is_none() && local_server {
+        options.stage = local_file_argument(&arguments);
+    }
     let ledger_path = options.ledger.unwrap_or_else(ledger_file::default_path);
     config.settings.ledger = Arc::new(Ledger::json_lines(&ledger_path).map_err(CliError::Ledger)?);
     if let Some(t) = options.timeout {
@@ -115,7 +137,7 @@ pub(crate) async fn run(mut config: Config, options: CallOptions) -> Result<Exit
     config.settings.job = job.clone();
     config.settings.progress = progress::terminal_reporter();
 
-    let connection = connect(&config, Some(&options.server)).await?;
+    let connection = ServerConnection::connect(&server_config, config.settings.clone()).await?;
     if options.card {
         match options.format {
             Format::Json => print_json(&connection.card()?),

@@ -76,7 +76,7 @@ fn tools_leaves_out_the_platform_primitives() {
 
 #[test]
 fn a_failed_call_exits_one_with_the_code_and_remediation() {
-    let output = maljan(&["call", "sidecar", "file_info", "path=/no/such/file"]);
+    let output = maljan(&["call", "sidecar", "file_info", "path=no/such/file"]);
     assert_eq!(output.status.code(), Some(1));
     let text = stdout(&output);
     assert!(text.contains("failed: no_such_file"), "{text}");
@@ -134,10 +134,10 @@ fn calls_are_ledgered_and_the_ledger_lists_each_failure_once() {
     let ledger = dir.path().join("calls.jsonl");
     let readme = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
     for args in [
-        ["call", "sidecar", "file_info", "path=/no/such/file"],
-        ["call", "sidecar", "file_info", "path=/no/such/file"],
+        ["call", "sidecar", "file_info", "path=no/such/file"],
+        ["call", "sidecar", "file_info", "path=no/such/file"],
         ["call", "sidecar", "file_info", &format!("path={readme}")],
-        ["call", "sidecar", "strings", "path=/no/such/dir/"],
+        ["call", "sidecar", "strings", "path=no/such/dir/"],
     ] {
         maljan_with_ledger(&args, &ledger);
     }
@@ -146,7 +146,7 @@ fn calls_are_ledgered_and_the_ledger_lists_each_failure_once() {
     assert!(output.status.success(), "{}", stderr(&output));
     let text = stdout(&output);
     assert!(
-        text.contains("2× sidecar/file_info: no_such_file: /no/such/file does not exist"),
+        text.contains("2× sidecar/file_info: no_such_file: no/such/file does not exist"),
         "{text}"
     );
     assert!(text.contains("1× sidecar/strings: no_such_file"), "{text}");
@@ -162,7 +162,7 @@ fn calls_are_ledgered_and_the_ledger_lists_each_failure_once() {
     assert_eq!(report["failures"][0]["count"], 2);
     assert_eq!(
         report["entries"][0]["arguments"],
-        serde_json::json!({"path": "/no/such/file"})
+        serde_json::json!({"path": "no/such/file"})
     );
 
     let mut bytes = std::fs::read(&ledger).expect("read");
@@ -244,4 +244,17 @@ fn a_staged_sample_goes_to_a_local_server_as_a_path_not_an_upload() {
         "{}",
         stderr(&output)
     );
+}
+
+#[test]
+fn a_call_to_a_platform_primitive_is_refused_by_name() {
+    for tool in ["get_file", "put_sample", "capabilities"] {
+        let output = maljan(&["call", "sidecar", tool, "path=x"]);
+        assert_eq!(output.status.code(), Some(2), "{tool}");
+        let text = stderr(&output);
+        assert!(
+            text.contains(&format!("{tool} is a platform primitive")) && text.contains("--take"),
+            "{text}"
+        );
+    }
 }

@@ -17,7 +17,7 @@ use serde_json::{Map, Value};
 
 use crate::card::ServerCard;
 use crate::link::{Link, LinkFailure, Params};
-use crate::transfer::JOB_DIR_ENV;
+use crate::transfer::{JOB_DIR_ENV, ROOTS_ENV};
 use crate::{ClientError, ClientSettings, ServerConfig, ServerTransport};
 
 /// The most `tools/list` pages read in a setup: a server that pages for ever is refused.
@@ -144,7 +144,11 @@ impl ServerConnection {
                         path: dir.clone(),
                         source,
                     })?;
-                    command = command.env(JOB_DIR_ENV, dir.display().to_string());
+                    // The server writes in its own directory and reads the whole job's (the
+                    // sample, the artefact store): nothing else of this host.
+                    command = command
+                        .env(JOB_DIR_ENV, dir.display().to_string())
+                        .env(ROOTS_ENV, job.dir().display().to_string());
                 }
                 Link::Stdio(Box::new(Connection::spawn(&command, config.stdio.clone())?))
             }

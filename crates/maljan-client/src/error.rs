@@ -62,6 +62,19 @@ pub enum ClientError {
         /// The server's name.
         server: String,
     },
+    /// A model-facing call to a platform primitive (`get_file`, `put_sample*`,
+    /// `capabilities`): only the staging layer calls those.
+    #[error(
+        "{tool} is a platform primitive of server {server}, not a tool a model or a pack may \
+         call; files reach servers by staging (--stage FILE, a pack's references) and leave \
+         them by taking (--take, a step's outputs)"
+    )]
+    PlatformPrimitive {
+        /// The server's name.
+        server: String,
+        /// The primitive asked for.
+        tool: String,
+    },
     /// A call to a tool the server does not offer.
     #[error(
         "server {server} has no tool named {tool:?}; its tools are: {}; see `maljan tools {server}`",

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use maljan_breaker::{Refused, Verdict};
 use maljan_ledger::CallRecord;
-use maljan_mcp_proto::maljan::{ErrorCode, ToolAnswer, ToolFailure};
+use maljan_mcp_proto::maljan::{ErrorCode, ToolAnswer, ToolFailure, is_platform_primitive};
 use serde_json::Value;
 
 use crate::{ClientError, ServerConnection};
@@ -68,8 +68,17 @@ impl ServerConnection {
     /// tool's error envelope, a JSON-RPC error, no answer, a lost connection, an invalid
     /// answer, a resting server) is a failed [`ToolAnswer`] with its code, not an `Err`.
     ///
-    /// `arguments` must be a JSON object (or null for none).
+    /// `arguments` must be a JSON object (or null for none). A platform primitive
+    /// (`get_file`, `put_sample*`, `capabilities`) is refused by name
+    /// ([`ClientError::PlatformPrimitive`]): this is the model-facing call, and only staging
+    /// moves files.
     pub async fn call(&self, tool: &str, arguments: Value) -> Result<ToolAnswer, ClientError> {
+        if is_platform_primitive(tool) {
+            return Err(ClientError::PlatformPrimitive {
+                server: self.name().to_owned(),
+                tool: tool.to_owned(),
+            });
+        }
         let sent = match &arguments {
             Value::Object(_) if self.setup_info().is_some() => {
                 let sent = self.stage_arguments(&arguments).await;

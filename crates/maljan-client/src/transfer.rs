@@ -13,12 +13,17 @@ use maljan_staging::{
 };
 use serde_json::Value;
 
+use maljan_confine::Root;
+
 use crate::job::lock;
 use crate::{Job, ServerConnection, TakenFile};
 
 /// The environment variable naming a local server's staging directory (as the server kit
 /// reads it).
 pub(crate) const JOB_DIR_ENV: &str = "MALJAN_JOB_DIR";
+/// The environment variable naming the directories, besides its own, a local server may
+/// read (as the server kit reads it): the job's.
+pub(crate) const ROOTS_ENV: &str = "MALJAN_ROOTS";
 
 /// A transfer in progress, as shown to a person.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -313,37 +318,26 @@ impl ServerConnection {
         out
     }
 
-    /// Reads a file a local server wrote, only from inside its staging directory.
+    /// Reads a file a local server wrote, only from inside its staging directory: opened
+    /// beneath it in one step (no `..`, no symlink out, nothing but a regular file), and
+    /// read from that descriptor, so the name cannot be swapped once checked.
     fn read_local(
         &self,
         job: &Job,
         path: &str,
         origin: Origin,
     ) -> Result<maljan_staging::StoredArtefact, String> {
-        let server_dir = job
-            .server_dir(self.name())
-            .canonicalize()
+        let server_dir = Root::open(job.server_dir(self.name()))
             .map_err(|e| format!("the server's staging directory cannot be read: {e}"))?;
-        let named = Path::new(path);
-        let joined = if named.is_absolute() {
-            named.to_owned()
-        } else {
-            server_dir.join(named)
-        };
-        let real = joined
-            .canonicalize()
-            .map_err(|e| format!("{path} cannot be read: {e}"))?;
-        if !real.starts_with(&server_dir) {
-            return Err(format!(
-                "{path} is refused: it is outside the server's staging directory {}",
-                server_dir.display()
-            ));
-        }
-        if !real.is_file() {
-            return Err(format!("{path} is not a regular file"));
-        }
+        let file = server_dir.open_file(path).map_err(|refusal| {
+            format!(
+                "{path} is refused: {refusal} (files are taken only from the server's staging \
+                 directory {})",
+                server_dir.path().display()
+            )
+        })?;
         job.store()
-            .add_file(&real, &file_name(&real), origin)
+            .add_reader(file, &file_name(Path::new(path)), origin)
             .map_err(|e| format!("{path} could not be stored: {e}"))
     }
 }

@@ -24,36 +24,78 @@
 
 mod tools;
 
-use maljan_sidecar_kit::Server;
+use maljan_confine::Root;
+use maljan_sidecar_kit::{HttpOptions, Server, ServerBuilder};
 
 /// The server's name in its manifest.
 pub const NAME: &str = "maljan-sidecar";
 
-/// Builds the server; tool dependencies are probed now.
+/// Builds the server; tool dependencies are probed now. Its tools read files beneath each
+/// job's directory only.
 pub fn server() -> Server {
+    builder().build()
+}
+
+fn builder() -> ServerBuilder {
     Server::builder(NAME, env!("CARGO_PKG_VERSION"))
         .tool(tools::file_info_spec(), tools::file_info)
         .tool(tools::strings_spec(), tools::strings)
         .tool(tools::archive_list_spec(), tools::archive_list)
         .tool(tools::unpack_spec(), tools::unpack)
         .file_transfer()
-        .build()
 }
 
-/// Makes stdio safe, logs to stderr, and serves over stdin/stdout until stdin ends.
+/// Makes stdio safe, logs to stderr, and serves over stdin/stdout until stdin ends. Tools
+/// read files beneath the job's directory (`MALJAN_JOB_DIR`) and the directories
+/// `MALJAN_ROOTS` names.
 pub async fn serve_stdio() -> std::io::Result<()> {
+    serve_stdio_with(Vec::new()).await
+}
+
+/// [`serve_stdio`], tools also reading files beneath `roots`.
+pub async fn serve_stdio_with(roots: Vec<Root>) -> std::io::Result<()> {
     let protocol_out = maljan_sidecar_kit::stdio_safe()?;
     maljan_sidecar_kit::log_to_stderr();
-    server()
+    with_roots(roots)?
         .serve(tokio::io::stdin(), tokio::fs::File::from_std(protocol_out))
         .await
 }
 
+fn with_roots(roots: Vec<Root>) -> std::io::Result<Server> {
+    let mut builder = builder().roots_from_env()?;
+    for root in roots {
+        builder = builder.root(root);
+    }
+    Ok(builder.build())
+}
+
 /// Serves Streamable HTTP on `addr` at `/mcp`, one job directory per session, logging to
-/// stderr. The first line on stderr names the endpoint: `listening on http://ADDR/mcp`.
-pub async fn serve_http(addr: &str) -> std::io::Result<()> {
+/// stderr, until SIGINT or SIGTERM (then every session's job directory is removed). The
+/// first line on stderr names the endpoint: `listening on http://ADDR/mcp`. Binding
+/// anything but loopback is refused unless `options` name a bearer token.
+pub async fn serve_http(addr: &str, options: HttpOptions, roots: Vec<Root>) -> std::io::Result<()> {
     maljan_sidecar_kit::log_to_stderr();
+    let server = with_roots(roots)?;
     let listener = tokio::net::TcpListener::bind(addr).await?;
-    eprintln!("listening on http://{}/mcp", listener.local_addr()?);
-    server().serve_http(listener).await
+    let local = listener.local_addr()?;
+    let shutdown = async {
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        let terminated = async {
+            match term.as_mut() {
+                Some(term) => {
+                    term.recv().await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            () = terminated => {}
+        }
+        tracing::info!("shutting down: ending every session");
+    };
+    let serving = server.serve_http_with(listener, options, shutdown);
+    eprintln!("listening on http://{local}/mcp");
+    serving.await
 }

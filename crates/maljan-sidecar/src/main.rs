@@ -1,32 +1,106 @@
 //! The reference sidecar as a binary: serves MCP over stdio, or over Streamable HTTP with
 //! `--http ADDR` (loopback by default: `--http` alone is `127.0.0.1:0`, a free port).
 
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+use clap::Parser;
+use maljan_confine::Root;
+use maljan_sidecar_kit::HttpOptions;
 
 /// The server decodes, hashes and encodes multi-MiB file chunks on a pool of blocking
 /// threads: mimalloc reuses those buffers across threads where the system allocator's
-/// per-thread arenas keep returning them to the kernel and faulting them back in. Measured
-/// over 256 MiB transfers: the server's CPU about a fifth lower, its peak memory 178 → 113 MiB.
+/// per-thread arenas keep returning them to the kernel and faulting them back in.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Maljan's reference analysis sidecar: an MCP tool server over stdio (the default) or
+/// Streamable HTTP.
+///
+/// Tools read files beneath the job's directory (MALJAN_JOB_DIR over stdio, one per session
+/// over HTTP) and the roots named with --root or MALJAN_ROOTS; nothing else on the host.
+#[derive(Debug, Parser)]
+#[command(name = "maljan-sidecar", version)]
+struct Options {
+    /// Serve Streamable HTTP at http://ADDR/mcp instead of stdio (default 127.0.0.1:0, a
+    /// free loopback port). Any address but loopback needs a bearer token.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:0")]
+    http: Option<String>,
+    /// A file holding the bearer token HTTP clients must send (its first line).
+    #[arg(
+        long,
+        value_name = "PATH",
+        requires = "http",
+        conflicts_with = "token_env"
+    )]
+    token_file: Option<PathBuf>,
+    /// An environment variable holding the bearer token HTTP clients must send.
+    #[arg(long, value_name = "VAR", requires = "http")]
+    token_env: Option<String>,
+    /// A host name (name or name:port) HTTP clients may address the server by; repeat for
+    /// more. Default: any, with a token; loopback names only, on loopback.
+    #[arg(long, value_name = "HOST", requires = "http")]
+    allowed_host: Vec<String>,
+    /// A directory whose files tools may read besides the job's; repeat for more.
+    #[arg(long, value_name = "DIR")]
+    root: Vec<PathBuf>,
+}
+
+fn token(options: &Options) -> Result<Option<String>, String> {
+    let token = match (&options.token_file, &options.token_env) {
+        (Some(path), _) => std::fs::read_to_string(path)
+            .map_err(|e| format!("the token file {} cannot be read: {e}", path.display()))?
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_owned(),
+        (None, Some(var)) => std::env::var(var)
+            .map_err(|_| format!("the token variable {var} is not set"))?
+            .trim()
+            .to_owned(),
+        (None, None) => return Ok(None),
+    };
+    if token.len() < 16 {
+        return Err(
+            "the bearer token is shorter than 16 characters; use a long random one \
+                    (say, openssl rand -hex 32)"
+                .to_owned(),
+        );
+    }
+    Ok(Some(token))
+}
+
+async fn run(options: Options) -> Result<(), String> {
+    let roots = options
+        .root
+        .iter()
+        .map(|dir| {
+            Root::open(dir).map_err(|e| format!("--root {} cannot be opened: {e}", dir.display()))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    match &options.http {
+        None => maljan_sidecar::serve_stdio_with(roots)
+            .await
+            .map_err(|e| e.to_string()),
+        Some(addr) => {
+            let mut http = HttpOptions::default();
+            if let Some(token) = token(&options)? {
+                http = http.bearer_token(token);
+            }
+            for host in &options.allowed_host {
+                http = http.allowed_host(host);
+            }
+            maljan_sidecar::serve_http(addr, http, roots)
+                .await
+                .map_err(|e| e.to_string())
+        }
+    }
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let result = match args.first().map(String::as_str) {
-        None => maljan_sidecar::serve_stdio().await,
-        Some("--http") => {
-            let addr = args.get(1).map_or("127.0.0.1:0", String::as_str);
-            maljan_sidecar::serve_http(addr).await
-        }
-        Some(other) => {
-            eprintln!(
-                "maljan-sidecar: unknown argument {other:?}; usage: maljan-sidecar [--http ADDR]"
-            );
-            return ExitCode::from(2);
-        }
-    };
-    match result {
+    match run(Options::parse()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("maljan-sidecar: {e}");

@@ -28,9 +28,16 @@ async fn connect(command: ServerCommand) -> ServerConnection {
     .expect("the sidecar sets up")
 }
 
+/// The sidecar, reading files beneath `dir` as an operator's root.
+async fn connect_reading(dir: &tempfile::TempDir) -> ServerConnection {
+    let root = dir.path().to_str().expect("utf-8 path");
+    connect(ServerCommand::new(SIDECAR).arg("--root").arg(root)).await
+}
+
 #[tokio::test]
 async fn setup_card_and_file_info_give_the_true_size_and_digest() {
-    let server = connect(ServerCommand::new(SIDECAR)).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = connect_reading(&dir).await;
     let card = server.card().expect("set up");
     let tools: Vec<&str> = card.tools.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(tools, ["file_info", "strings", "archive_list", "unpack"]);
@@ -48,7 +55,7 @@ async fn setup_card_and_file_info_give_the_true_size_and_digest() {
     assert!(card.manifest.is_some());
     assert_eq!(card.stdout.stray, 0);
 
-    let mut sample = tempfile::NamedTempFile::new().expect("temp file");
+    let mut sample = tempfile::NamedTempFile::new_in(&dir).expect("temp file");
     let bytes: Vec<u8> = (0..100_000u32).map(|i| (i * 7 % 251) as u8).collect();
     sample.write_all(&bytes).expect("write");
     let path = sample.path().to_str().expect("utf-8 path");
@@ -66,13 +73,28 @@ async fn setup_card_and_file_info_give_the_true_size_and_digest() {
     assert!(entropy > 7.9 && entropy <= 8.0, "{entropy}");
 
     let missing = server
-        .call("file_info", json!({"path": "/no/such/file"}))
+        .call("file_info", json!({"path": "no/such/file"}))
         .await
         .expect("call");
     assert_eq!(
         missing.failure().map(|f| &f.code),
         Some(&ErrorCode::NoSuchFile)
     );
+    // A host file outside the server's roots is refused, whether it exists or not: the
+    // answer does not tell which.
+    for outside in ["/etc/passwd", "/no/such/file", "../../../../etc/passwd"] {
+        let refused = server
+            .call("strings", json!({"path": outside}))
+            .await
+            .expect("call");
+        let failure = refused.failure().expect("refused");
+        assert_eq!(
+            failure.code,
+            ErrorCode::BadArgument,
+            "{outside}: {failure:?}"
+        );
+        assert!(failure.message.contains("refused"), "{failure:?}");
+    }
 
     let report = server.close().await;
     assert!(report.status.is_some_and(|s| s.success()), "{report:?}");
@@ -80,8 +102,9 @@ async fn setup_card_and_file_info_give_the_true_size_and_digest() {
 
 #[tokio::test]
 async fn a_quoted_search_argument_is_read_unquoted() {
-    let server = connect(ServerCommand::new(SIDECAR)).await;
-    let mut sample = tempfile::NamedTempFile::new().expect("temp file");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = connect_reading(&dir).await;
+    let mut sample = tempfile::NamedTempFile::new_in(&dir).expect("temp file");
     sample
         .write_all(b"\x00\x01header\x00\xffthe needle is here\x00")
         .expect("write");
@@ -150,14 +173,15 @@ async fn the_optional_program_tool_without_its_program_answers_missing_dependenc
 
 #[tokio::test]
 async fn the_optional_program_tool_with_its_program_lists_members() {
-    let server = connect(ServerCommand::new(SIDECAR)).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = connect_reading(&dir).await;
     let card = server.card().expect("set up");
     assert!(
         card.unavailable.is_empty(),
         "zipinfo must be installed for the tests (cargo xtask ci installs unzip): {:?}",
         card.unavailable
     );
-    let mut archive = tempfile::NamedTempFile::new().expect("temp file");
+    let mut archive = tempfile::NamedTempFile::new_in(&dir).expect("temp file");
     archive.write_all(&unhex(ZIP_HEX)).expect("write");
     let path = archive.path().to_str().expect("utf-8 path");
     let answer = server

@@ -7,11 +7,18 @@ use maljan_mcp_proto::jsonrpc::RequestId;
 use serde::Serialize;
 use serde_json::Value;
 
+use maljan_mcp_proto::maljan::{ErrorCode, ToolFailure};
+
 use crate::ToolResult;
 use crate::buffers::BUFFERS;
 
 /// Structured answers holding a string longer than this are not repeated as text.
 const TEXT_COPY_MAX_BYTES: usize = 1024 * 1024;
+
+/// The largest answer a tool call may write, about: a `get_file` chunk of the largest size
+/// fits; a larger answer is replaced by a `bad_argument` failure naming the limit, so that
+/// no client is sent a line over its cap (32 MiB by default) to discard unread.
+pub const MAX_ANSWER_BYTES: usize = 24 * 1024 * 1024;
 
 /// A response line serialized in one pass, its result not first turned into raw JSON.
 #[derive(Serialize)]
@@ -46,6 +53,19 @@ pub(crate) fn tool_reply(id: &RequestId, result: ToolResult, tool: &str) -> Vec<
     let structured = value.is_object();
     let repeated_as_text = !(structured && holds_large_string(&value, TEXT_COPY_MAX_BYTES));
     let size = size_hint(&value);
+    let answer_bytes = size * (1 + usize::from(repeated_as_text && structured));
+    if answer_bytes > MAX_ANSWER_BYTES {
+        BUFFERS.give_strings(value);
+        let failure = ToolFailure::new(
+            ErrorCode::BadArgument,
+            format!(
+                "the answer would be about {answer_bytes} bytes, over this server's limit of \
+                 {MAX_ANSWER_BYTES} bytes an answer"
+            ),
+            Some("ask for less: a smaller limit, a shorter range, fewer search terms".to_owned()),
+        );
+        return tool_reply(id, Err(failure), tool);
+    }
     let mut line = BUFFERS.take(size * (1 + usize::from(repeated_as_text)) + 256);
     line.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
     // Writing an id (a number or a string) into a Vec cannot fail.
@@ -87,7 +107,6 @@ fn holds_large_string(value: &Value, limit: usize) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use maljan_mcp_proto::maljan::{ErrorCode, ToolFailure};
     use maljan_mcp_proto::mcp::{CallToolResult, ContentBlock};
     use proptest::prelude::*;
     use serde_json::json;

@@ -26,8 +26,9 @@ use tokio::task::{AbortHandle, JoinSet};
 use crate::buffers::BUFFERS;
 use crate::call_params::{Chunk, ToolCall};
 use crate::reply::{response_line, tool_reply};
-use crate::tool::{ChunkHandler, Handler};
+use crate::tool::{Cancellation, ChunkHandler, Handler};
 use crate::{Arguments, Job, ProbeResult, ToolContext, ToolResult, ToolSpec};
+use maljan_confine::Root;
 
 /// Bytes read from stdin at a time: a file chunk's request line (several MiB) takes a few
 /// reads, not one per 64 KiB.
@@ -53,12 +54,27 @@ struct RegisteredTool {
     dependency: Option<Result<String, String>>,
 }
 
+/// A call in flight: how to stop its answer, and how to tell its handler to stop.
+#[derive(Debug)]
+pub(crate) struct InFlight {
+    pub(crate) answer: AbortHandle,
+    pub(crate) cancellation: Cancellation,
+}
+
+impl InFlight {
+    pub(crate) fn cancel(&self) {
+        self.cancellation.cancel();
+        self.answer.abort();
+    }
+}
+
 /// Builds a [`Server`]: tools with their handlers; the manifest is probed at `build`.
 #[derive(Default)]
 pub struct ServerBuilder {
     name: String,
     version: String,
     tools: Vec<(ToolSpec, Handler, Option<ChunkHandler>)>,
+    roots: Vec<Root>,
 }
 
 impl std::fmt::Debug for ServerBuilder {
@@ -95,6 +111,28 @@ impl ServerBuilder {
         self.tools
             .push((spec, Arc::new(handler), Some(Arc::new(chunk_handler))));
         self
+    }
+
+    /// Lets tools read files beneath `root` as well as the job's directory (see
+    /// [`ToolContext::open`]); nothing is ever written there.
+    ///
+    /// ```
+    /// let samples = tempfile::tempdir()?;
+    /// let root = maljan_confine::Root::open(samples.path())?;
+    /// let server = maljan_sidecar_kit::Server::builder("demo", "1").root(root).build();
+    /// # drop(server);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn root(mut self, root: Root) -> Self {
+        self.roots.push(root);
+        self
+    }
+
+    /// Adds the roots `MALJAN_ROOTS` names (separated by `:`), failing with the one that
+    /// cannot be opened.
+    pub fn roots_from_env(mut self) -> io::Result<Self> {
+        self.roots.extend(crate::confined::roots_from_env()?);
+        Ok(self)
     }
 
     /// Probes every tool's dependency and builds the server and its manifest.
@@ -145,6 +183,7 @@ impl ServerBuilder {
             },
             tools,
             manifest,
+            roots: self.roots.into(),
         }
     }
 }
@@ -171,6 +210,8 @@ pub struct Server {
     info: Implementation,
     tools: Vec<RegisteredTool>,
     manifest: CapabilityManifest,
+    /// Directories besides each job's whose files tools may read.
+    roots: Arc<[Root]>,
 }
 
 impl std::fmt::Debug for Server {
@@ -208,6 +249,7 @@ impl Server {
             name: name.into(),
             version: version.into(),
             tools: Vec::new(),
+            roots: Vec::new(),
         }
     }
 
@@ -300,9 +342,11 @@ impl Server {
         out_tx: mpsc::Sender<Vec<u8>>,
     ) -> io::Result<()> {
         let server = self;
-        let in_flight: Arc<Mutex<HashMap<RequestId, AbortHandle>>> = Arc::default();
+        let in_flight: Arc<Mutex<HashMap<RequestId, InFlight>>> = Arc::default();
         let mut calls = JoinSet::new();
-        let mut classifier = LineClassifier::new(ClassifierConfig::default());
+        let config = ClassifierConfig::default();
+        let max_line_bytes = config.max_line_bytes;
+        let mut classifier = LineClassifier::new(config);
         classifier.close_setup_window();
         loop {
             let read = reader
@@ -327,9 +371,9 @@ impl Server {
                                 .lock()
                                 .unwrap_or_else(|p| p.into_inner())
                                 .remove(&c.request_id);
-                            if let Some(handle) = handle {
+                            if let Some(call) = handle {
                                 tracing::info!(id = %c.request_id, "call cancelled by the client");
-                                handle.abort();
+                                call.cancel();
                             }
                         }
                     }
@@ -340,6 +384,29 @@ impl Server {
                                 id,
                                 error_codes::INVALID_REQUEST,
                                 invalid.reason.to_string(),
+                            );
+                            let _ = out_tx.send(encode(&reply)).await;
+                        }
+                    }
+                    Event::Oversized { length, excerpt } => {
+                        let id = maljan_mcp_proto::jsonrpc::id_in_head(excerpt.as_str());
+                        tracing::warn!(
+                            length,
+                            id = ?id,
+                            "a request line of {length} bytes is over the {} byte cap and was \
+                             not read: {}",
+                            max_line_bytes,
+                            excerpt
+                        );
+                        if let Some(id) = id {
+                            let reply = error_reply(
+                                id,
+                                error_codes::INVALID_REQUEST,
+                                format!(
+                                    "the request is {length} bytes, over this server's cap of {} \
+                                     bytes a line; send large files in chunks (put_sample_begin)",
+                                    max_line_bytes
+                                ),
                             );
                             let _ = out_tx.send(encode(&reply)).await;
                         }
@@ -405,7 +472,7 @@ impl Server {
         request: Request,
         job: &Arc<Job>,
         out: &mpsc::Sender<Vec<u8>>,
-        in_flight: &Arc<Mutex<HashMap<RequestId, AbortHandle>>>,
+        in_flight: &Arc<Mutex<HashMap<RequestId, InFlight>>>,
         calls: &mut JoinSet<()>,
     ) {
         let (id, call) = match self.answer(request) {
@@ -420,18 +487,28 @@ impl Server {
         let registry = in_flight.clone();
         let call_id = id.clone();
         let job = job.clone();
+        let cancellation = Cancellation::default();
+        let handler_cancellation = cancellation.clone();
         // The registry stays locked until the call is in it, so the call's own removal
         // below cannot run first.
         let mut registered = in_flight.lock().unwrap_or_else(|p| p.into_inner());
-        let handle = calls.spawn(async move {
-            let reply = server.call(call_id.clone(), call, job).await;
+        let answer = calls.spawn(async move {
+            let reply = server
+                .call(call_id.clone(), call, job, handler_cancellation)
+                .await;
             registry
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&call_id);
             let _ = out.send(reply).await;
         });
-        registered.insert(id, handle);
+        registered.insert(
+            id,
+            InFlight {
+                answer,
+                cancellation,
+            },
+        );
     }
 
     /// Runs a tool call on a blocking thread: parsing its parameters, the handler (a panic
@@ -441,9 +518,11 @@ impl Server {
         id: RequestId,
         params: Box<RawValue>,
         job: Arc<Job>,
+        cancellation: Cancellation,
     ) -> Vec<u8> {
         let reply_id = id.clone();
-        match tokio::task::spawn_blocking(move || self.call_blocking(id, &params, job)).await {
+        let call = move || self.call_blocking(id, &params, job, cancellation);
+        match tokio::task::spawn_blocking(call).await {
             Ok(line) => line,
             Err(_) => encode(&error_reply(
                 reply_id,
@@ -461,7 +540,13 @@ impl Server {
             .map(|t| t.spec.name.as_str())
     }
 
-    fn call_blocking(&self, id: RequestId, params: &RawValue, job: Arc<Job>) -> Vec<u8> {
+    fn call_blocking(
+        &self,
+        id: RequestId,
+        params: &RawValue,
+        job: Arc<Job>,
+        cancellation: Cancellation,
+    ) -> Vec<u8> {
         let Some(call) = ToolCall::read(params.get(), self.chunk_tool()) else {
             return invalid_call_params(id);
         };
@@ -495,6 +580,8 @@ impl Server {
                 _ => None,
             },
             job,
+            roots: self.roots.clone(),
+            cancellation,
         };
         let outcome = match (call, &tool.chunk_handler) {
             (ToolCall::Chunk { chunk, .. }, Some(chunk_handler)) => {

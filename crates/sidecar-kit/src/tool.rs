@@ -1,9 +1,12 @@
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
+use maljan_confine::Root;
 use maljan_mcp_proto::maljan::{ErrorCode, ToolFailure};
 use serde_json::{Map, Value};
 
 use crate::call_params::Chunk;
+use crate::confined::{ConfinedFile, open_beneath};
 use crate::{Job, Probe};
 
 /// What a handler returns: the answer, or the failure the kit turns into an error envelope.
@@ -107,7 +110,36 @@ impl ToolSpec {
     }
 }
 
+/// Whether the client still wants a call's answer: set when it cancels the call
+/// (`notifications/cancelled`) or, over HTTP, goes away. A handler's loops check it and
+/// stop early.
+#[derive(Debug, Clone, Default)]
+pub struct Cancellation(Arc<AtomicBool>);
+
+impl Cancellation {
+    /// Whether the call was cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn cancel(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 /// What a handler knows besides its arguments.
+///
+/// ```
+/// let dir = tempfile::tempdir()?;
+/// std::fs::write(dir.path().join("sample.txt"), "hello")?;
+/// let job = maljan_sidecar_kit::Job::in_dir(dir.path())?;
+/// let ctx = maljan_sidecar_kit::ToolContext::for_job("demo", job);
+/// let opened = ctx.open("sample.txt").unwrap();
+/// assert_eq!(opened.size, 5);
+/// assert_eq!(ctx.open("/etc/passwd").unwrap_err().code.as_str(), "bad_argument");
+/// assert!(ctx.check_cancelled().is_ok());
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct ToolContext {
     /// The tool's name.
@@ -116,6 +148,51 @@ pub struct ToolContext {
     pub dependency: Option<String>,
     /// The job the call belongs to: where the tool writes its files.
     pub job: Arc<Job>,
+    /// The directories besides the job's whose files the server reads.
+    pub(crate) roots: Arc<[Root]>,
+    pub(crate) cancellation: Cancellation,
+}
+
+impl ToolContext {
+    /// A context for a call of `tool` in `job`, with no other roots (for tests and tools
+    /// that call each other).
+    pub fn for_job(tool: impl Into<String>, job: Arc<Job>) -> Self {
+        ToolContext {
+            tool: tool.into(),
+            dependency: None,
+            job,
+            roots: Arc::new([]),
+            cancellation: Cancellation::default(),
+        }
+    }
+
+    /// Opens a file a client named, beneath the server's roots: a relative path in the
+    /// job's directory, an absolute one beneath the job's directory or a root the operator
+    /// named. `..`, a symlink leading out, a `/proc` link, anything but a regular file are
+    /// refused as `bad_argument` saying why; a missing file is `no_such_file`. The file is
+    /// opened in the same step as the path is checked: read it, never the path again.
+    pub fn open(&self, named: &str) -> Result<ConfinedFile, ToolFailure> {
+        let mut roots = vec![self.job.root()];
+        roots.extend(self.roots.iter());
+        open_beneath(&roots, named)
+    }
+
+    /// Whether the client cancelled the call (or went away).
+    pub fn is_cancelled(&self) -> bool {
+        self.cancellation.is_cancelled()
+    }
+
+    /// `Err(tool_failed)` once the call is cancelled: for `?` in a handler's loop.
+    pub fn check_cancelled(&self) -> Result<(), ToolFailure> {
+        if self.is_cancelled() {
+            return Err(ToolFailure::new(
+                ErrorCode::ToolFailed,
+                format!("{} was cancelled by the client", self.tool),
+                None,
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// A tool's arguments, with readers that fail as `bad_argument` naming the argument.

@@ -1,9 +1,9 @@
 //! The platform primitives for moving files: `put_sample` (single and chunked) and
 //! `get_file`. They store only into, and serve only from, the job's directory.
 
-use std::fs::OpenOptions;
-use std::io::{Read, Seek, SeekFrom};
-use std::path::PathBuf;
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
@@ -14,8 +14,10 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::buffers::BUFFERS;
+use maljan_confine::Root;
+
 use crate::call_params::Chunk;
-use crate::job::{Upload, lock};
+use crate::job::{INCOMING_DIR, Upload, lock};
 use crate::{Arguments, Job, ServerBuilder, ToolContext, ToolResult, ToolSpec};
 
 /// The most bytes one `get_file` answer carries, whatever was asked.
@@ -29,10 +31,88 @@ pub const CHUNKS_IN_FLIGHT: u64 = 4;
 /// so a client cannot tie up the server's threads and memory with chunks that wait.
 pub const MAX_CHUNKS_WAITING: usize = 8;
 /// How long a chunk that arrived ahead of its turn waits for the bytes before it, unless
-/// the server says otherwise ([`ServerBuilder::file_transfer_waiting`]).
+/// the server says otherwise ([`TransferLimits::turn_wait`]).
 pub const TURN_WAIT: Duration = Duration::from_secs(30);
 /// Where uploads are stored, inside the job's directory.
 pub const SAMPLES_DIR: &str = "samples";
+/// How many uploads of one job (one stdio process, one HTTP session) may be in progress at
+/// once, unless the server says otherwise ([`TransferLimits::max_uploads`]).
+pub const MAX_UPLOADS_IN_PROGRESS: usize = 16;
+/// How long an upload may go without a call before it is dropped (its file removed), unless
+/// the server says otherwise ([`TransferLimits::upload_idle`]).
+pub const UPLOAD_IDLE: Duration = Duration::from_secs(600);
+/// The largest upload `put_sample_begin` accepts, unless the server says otherwise
+/// ([`TransferLimits::max_upload_bytes`]).
+pub const MAX_UPLOAD_BYTES: u64 = 16 * 1024 * 1024 * 1024;
+/// How many chunks, of all uploads on the server, may wait for their turn at once: each
+/// holds a thread, and the threads are shared with every other call.
+pub const MAX_CHUNKS_WAITING_IN_ALL: usize = 64;
+
+/// The bounds of a server's file transfers (see [`ServerBuilder::file_transfer_with`]).
+///
+/// ```
+/// use std::time::Duration;
+/// use maljan_sidecar_kit::TransferLimits;
+/// let limits = TransferLimits::default()
+///     .turn_wait(Duration::from_secs(5))
+///     .max_upload_bytes(1 << 30)
+///     .max_uploads(4)
+///     .upload_idle(Duration::from_secs(60));
+/// let server = maljan_sidecar_kit::Server::builder("files", "1")
+///     .file_transfer_with(limits)
+///     .build();
+/// assert!(server.manifest().tools.iter().any(|t| t.name == "put_sample_chunk"));
+/// ```
+#[derive(Debug, Clone)]
+pub struct TransferLimits {
+    turn_wait: Duration,
+    max_upload_bytes: u64,
+    max_uploads: usize,
+    upload_idle: Duration,
+    /// Chunks waiting for their turn, over all of the server's uploads.
+    waiting_in_all: Arc<AtomicUsize>,
+}
+
+impl Default for TransferLimits {
+    fn default() -> Self {
+        TransferLimits {
+            turn_wait: TURN_WAIT,
+            max_upload_bytes: MAX_UPLOAD_BYTES,
+            max_uploads: MAX_UPLOADS_IN_PROGRESS,
+            upload_idle: UPLOAD_IDLE,
+            waiting_in_all: Arc::default(),
+        }
+    }
+}
+
+impl TransferLimits {
+    /// How long a chunk that arrived ahead of its turn waits for the bytes before it
+    /// ([`TURN_WAIT`]): shorter where clients are near and a lost chunk should be reported
+    /// soon, longer over slow links.
+    pub fn turn_wait(mut self, wait: Duration) -> Self {
+        self.turn_wait = wait;
+        self
+    }
+
+    /// The largest size `put_sample_begin` accepts ([`MAX_UPLOAD_BYTES`]).
+    pub fn max_upload_bytes(mut self, bytes: u64) -> Self {
+        self.max_upload_bytes = bytes;
+        self
+    }
+
+    /// How many uploads of one job may be in progress at once
+    /// ([`MAX_UPLOADS_IN_PROGRESS`]).
+    pub fn max_uploads(mut self, uploads: usize) -> Self {
+        self.max_uploads = uploads;
+        self
+    }
+
+    /// How long an upload may go without a call before it is dropped ([`UPLOAD_IDLE`]).
+    pub fn upload_idle(mut self, idle: Duration) -> Self {
+        self.upload_idle = idle;
+        self
+    }
+}
 
 fn bad(message: impl Into<String>, remediation: &str) -> ToolFailure {
     ToolFailure::new(
@@ -69,28 +149,88 @@ fn sha_argument(args: &Arguments) -> Result<String, ToolFailure> {
     Ok(sha.to_ascii_lowercase())
 }
 
-fn samples_dir(job: &Job) -> Result<PathBuf, ToolFailure> {
-    let dir = job.dir().join(SAMPLES_DIR);
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| failed(format!("creating {}: {e}", dir.display())))?;
-    Ok(dir)
+/// A directory of the job, made where missing; a symlink planted in its place is refused.
+fn job_dir(job: &Job, name: &str) -> Result<Root, ToolFailure> {
+    job.root()
+        .create_dirs(name)
+        .map_err(|e| failed(format!("the job's {name} directory cannot be used: {e}")))
 }
 
 fn receipt(path: &std::path::Path, size: u64, sha256: &str) -> Value {
     json!({"path": path.display().to_string(), "size": size, "sha256": sha256})
 }
 
-fn put_sample(args: &Arguments, ctx: &ToolContext) -> ToolResult {
+/// A new temporary file for an upload, in the job's `.incoming` directory.
+fn incoming_file(job: &Job) -> Result<(String, std::fs::File), ToolFailure> {
+    let dir = job_dir(job, INCOMING_DIR)?;
+    let temp = job.next_upload_id().to_string();
+    let file = dir
+        .create_new(&temp)
+        .map_err(|e| failed(format!("creating an upload's file: {e}")))?;
+    Ok((temp, file))
+}
+
+/// Moves a finished upload from `.incoming` to `samples/NAME`, and remembers its digest;
+/// on any failure the temporary file is removed.
+fn store_upload(
+    job: &Job,
+    temp: &str,
+    file: DirectWriter,
+    name: &str,
+    sha256: &str,
+) -> Result<std::path::PathBuf, ToolFailure> {
+    let stored = file.finish_into_file().and_then(|(_, file)| {
+        let incoming = job
+            .root()
+            .create_dirs(INCOMING_DIR)
+            .map_err(std::io::Error::other)?;
+        let samples = job
+            .root()
+            .create_dirs(SAMPLES_DIR)
+            .map_err(std::io::Error::other)?;
+        incoming.rename(temp, &samples, name)?;
+        job.remember_digest(&file, sha256);
+        Ok(samples.path().join(name))
+    });
+    stored.map_err(|e| {
+        job.discard_incoming(temp);
+        failed(format!("storing {name}: {e}"))
+    })
+}
+
+/// Drops the job's uploads left idle longer than `idle`, removing their files.
+fn drop_idle_uploads(job: &Job, idle: Duration) {
+    let now = Instant::now();
+    let mut uploads = lock(&job.uploads);
+    let idle_ids: Vec<u64> = uploads
+        .iter()
+        .filter(|(_, u)| u.waiting == 0 && now.duration_since(u.touched) > idle)
+        .map(|(id, _)| *id)
+        .collect();
+    for id in idle_ids {
+        if let Some(upload) = uploads.remove(&id) {
+            tracing::info!(upload = id, name = %upload.name, "an idle upload was dropped");
+            job.discard_incoming(&upload.temp);
+        }
+    }
+    drop(uploads);
+    job.upload_moved.notify_all();
+}
+
+fn put_sample(args: &Arguments, ctx: &ToolContext, limits: &TransferLimits) -> ToolResult {
     let name = safe_name(args.string("name")?)?;
     let sha256 = sha_argument(args)?;
-    let bytes = STANDARD
-        .decode(args.string("content_base64")?)
-        .map_err(|e| {
-            bad(
-                format!("content_base64 is not base64: {e}"),
-                "encode the file in standard base64",
-            )
-        })?;
+    let content = args.string("content_base64")?;
+    let size = content.len() as u64 / 4 * 3;
+    if size > limits.max_upload_bytes {
+        return Err(too_large(size, limits));
+    }
+    let bytes = STANDARD.decode(content).map_err(|e| {
+        bad(
+            format!("content_base64 is not base64: {e}"),
+            "encode the file in standard base64",
+        )
+    })?;
     let actual = format!("{:x}", Sha256::digest(&bytes));
     if actual != sha256 {
         return Err(bad(
@@ -98,31 +238,45 @@ fn put_sample(args: &Arguments, ctx: &ToolContext) -> ToolResult {
             "send the file again",
         ));
     }
-    let dir = samples_dir(&ctx.job)?;
-    let temp = dir.join(format!(".incoming-{}", ctx.job.next_upload_id()));
-    let path = dir.join(&name);
-    DirectWriter::create(&temp)
-        .and_then(|mut file| {
-            file.write_all(&bytes)?;
-            file.finish()
-        })
-        .and_then(|_| std::fs::rename(&temp, &path))
-        .map_err(|e| failed(format!("storing {name}: {e}")))?;
-    ctx.job.remember_digest(&path, bytes.len() as u64, &sha256);
+    let (temp, file) = incoming_file(&ctx.job)?;
+    let mut writer = DirectWriter::new(file);
+    if let Err(e) = writer.write_all(&bytes) {
+        ctx.job.discard_incoming(&temp);
+        return Err(failed(format!("storing {name}: {e}")));
+    }
+    let path = store_upload(&ctx.job, &temp, writer, &name, &sha256)?;
     Ok(receipt(&path, bytes.len() as u64, &sha256))
 }
 
-fn put_sample_begin(args: &Arguments, ctx: &ToolContext) -> ToolResult {
+fn too_large(size: u64, limits: &TransferLimits) -> ToolFailure {
+    bad(
+        format!(
+            "an upload of {size} bytes is over this server's limit of {} bytes",
+            limits.max_upload_bytes
+        ),
+        "send a smaller file, or ask the server's operator to raise its upload limit",
+    )
+}
+
+fn put_sample_begin(args: &Arguments, ctx: &ToolContext, limits: &TransferLimits) -> ToolResult {
     let name = safe_name(args.string("name")?)?;
     let sha256 = sha_argument(args)?;
     let size = args
         .optional_u64("size")?
         .ok_or_else(|| bad("the argument size is missing", "pass the file's size"))?;
-    let dir = samples_dir(&ctx.job)?;
+    if size > limits.max_upload_bytes {
+        return Err(too_large(size, limits));
+    }
+    drop_idle_uploads(&ctx.job, limits.upload_idle);
+    let in_progress = lock(&ctx.job.uploads).len();
+    if in_progress >= limits.max_uploads {
+        return Err(bad(
+            format!("{in_progress} uploads are in progress already, the most this server takes"),
+            "finish the uploads in progress first",
+        ));
+    }
+    let (temp, file) = incoming_file(&ctx.job)?;
     let id = ctx.job.next_upload_id();
-    let temp = dir.join(format!(".incoming-{id}"));
-    let file = DirectWriter::create(&temp)
-        .map_err(|e| failed(format!("creating {}: {e}", temp.display())))?;
     lock(&ctx.job.uploads).insert(
         id,
         Upload {
@@ -132,9 +286,10 @@ fn put_sample_begin(args: &Arguments, ctx: &ToolContext) -> ToolResult {
             received: 0,
             hasher: Sha256::new(),
             temp,
-            file,
+            file: DirectWriter::new(file),
             failed: None,
             waiting: 0,
+            touched: Instant::now(),
         },
     );
     Ok(json!({"upload_id": id, "chunks_in_flight": CHUNKS_IN_FLIGHT}))
@@ -161,23 +316,23 @@ fn unknown_upload(id: u64) -> ToolFailure {
 /// A chunk may arrive up to [`MAX_CHUNK_AHEAD`] bytes ahead and waits up to `turn_wait`
 /// for the bytes before it, with at most [`MAX_CHUNKS_WAITING`] others; once a chunk in
 /// turn is refused, those waiting are refused too.
-fn put_sample_chunk(args: &Arguments, ctx: &ToolContext, turn_wait: Duration) -> ToolResult {
+fn put_sample_chunk(args: &Arguments, ctx: &ToolContext, limits: &TransferLimits) -> ToolResult {
     let id = upload_id(args)?;
     let offset = args
         .optional_u64("offset")?
         .ok_or_else(|| bad("the argument offset is missing", "pass the chunk's offset"))?;
     let content = args.string("content_base64")?;
-    store_chunk_in_turn(id, offset, content, ctx, turn_wait)
+    store_chunk_in_turn(id, offset, content, ctx, limits)
 }
 
 /// [`put_sample_chunk`], its arguments read straight from the request.
-fn put_chunk(chunk: &Chunk<'_>, ctx: &ToolContext, turn_wait: Duration) -> ToolResult {
+fn put_chunk(chunk: &Chunk<'_>, ctx: &ToolContext, limits: &TransferLimits) -> ToolResult {
     store_chunk_in_turn(
         chunk.upload_id,
         chunk.offset,
         &chunk.content_base64,
         ctx,
-        turn_wait,
+        limits,
     )
 }
 
@@ -187,8 +342,9 @@ fn store_chunk_in_turn(
     offset: u64,
     content: &str,
     ctx: &ToolContext,
-    turn_wait: Duration,
+    limits: &TransferLimits,
 ) -> ToolResult {
+    let turn_wait = limits.turn_wait;
     let mut decoded = BUFFERS.take(content.len() / 4 * 3 + 3);
     let decoded = match STANDARD.decode_vec(content, &mut decoded) {
         Ok(()) => Ok(decoded),
@@ -202,6 +358,7 @@ fn store_chunk_in_turn(
         let Some(upload) = uploads.get_mut(&id) else {
             break Err(unknown_upload(id));
         };
+        upload.touched = Instant::now();
         if let Some(reason) = &upload.failed {
             break Err(bad(
                 format!("upload {id} cannot complete: {reason}"),
@@ -244,8 +401,24 @@ fn store_chunk_in_turn(
                     "send chunks in order, a few at a time",
                 ));
             }
+            if limits.waiting_in_all.fetch_add(1, Ordering::Relaxed) >= MAX_CHUNKS_WAITING_IN_ALL {
+                limits.waiting_in_all.fetch_sub(1, Ordering::Relaxed);
+                break Err(bad(
+                    format!(
+                        "{MAX_CHUNKS_WAITING_IN_ALL} chunks already wait for their turn on this \
+                         server; a chunk at offset {offset} is {} bytes ahead of upload {id}'s",
+                        offset - received
+                    ),
+                    "send chunks in order, a few at a time",
+                ));
+            }
             upload.waiting += 1;
             counted_waiting = true;
+        }
+        if ctx.is_cancelled() {
+            break Err(failed(format!(
+                "the chunk at offset {offset} was cancelled"
+            )));
         }
         let now = Instant::now();
         if now >= deadline {
@@ -264,8 +437,11 @@ fn store_chunk_in_turn(
             .unwrap_or_else(|p| p.into_inner())
             .0;
     };
-    if counted_waiting && let Some(upload) = uploads.get_mut(&id) {
-        upload.waiting -= 1;
+    if counted_waiting {
+        limits.waiting_in_all.fetch_sub(1, Ordering::Relaxed);
+        if let Some(upload) = uploads.get_mut(&id) {
+            upload.waiting -= 1;
+        }
     }
     outcome
 }
@@ -309,10 +485,10 @@ fn put_sample_finish(args: &Arguments, ctx: &ToolContext) -> ToolResult {
         temp,
         file,
         failed: refused_chunk,
-        waiting: _,
+        ..
     } = upload;
     let refuse = |message: String| {
-        let _ = std::fs::remove_file(&temp);
+        ctx.job.discard_incoming(&temp);
         Err(bad(message, "send the file again"))
     };
     if let Some(reason) = refused_chunk {
@@ -327,15 +503,12 @@ fn put_sample_finish(args: &Arguments, ctx: &ToolContext) -> ToolResult {
             "the bytes have sha256 {actual}, not the {sha256} announced"
         ));
     }
-    let path = temp.with_file_name(&name);
-    file.finish()
-        .and_then(|_| std::fs::rename(&temp, &path))
-        .map_err(|e| failed(format!("storing {name}: {e}")))?;
-    ctx.job.remember_digest(&path, size, &sha256);
+    let path = store_upload(&ctx.job, &temp, file, &name, &sha256)?;
     Ok(receipt(&path, size, &sha256))
 }
 
-/// Serves a file of the job. A file it will not serve is answered `{"error": "..."}`.
+/// Serves a file of the job, opened beneath the job's directory (and read from that one
+/// descriptor only). A file it will not serve is answered `{"error": "..."}`.
 fn get_file(args: &Arguments, ctx: &ToolContext) -> ToolResult {
     let named = args.string("path")?;
     let offset = args.optional_u64("offset")?.unwrap_or(0);
@@ -343,27 +516,23 @@ fn get_file(args: &Arguments, ctx: &ToolContext) -> ToolResult {
         .optional_u64("length")?
         .unwrap_or(MAX_GET_FILE_CHUNK)
         .min(MAX_GET_FILE_CHUNK);
-    let path = match ctx.job.resolve_inside(named) {
-        Ok(p) => p,
-        Err(words) => return Ok(json!({"error": words})),
+    let opened = match crate::confined::open_beneath(&[ctx.job.root()], named) {
+        Ok(opened) => opened,
+        Err(failure) => return Ok(json!({"error": failure.message})),
     };
+    let file = &opened.file;
     let (size, sha256) = ctx
         .job
-        .digest_of(&path)
+        .digest_of(file)
         .map_err(|e| failed(format!("reading {named}: {e}")))?;
     let take = length.min(size.saturating_sub(offset));
     let mut bytes = BUFFERS.take(take as usize);
-    let mut file = OpenOptions::new()
-        .read(true)
-        .open(&path)
-        .map_err(|e| failed(format!("opening {named}: {e}")))?;
-    file.seek(SeekFrom::Start(offset))
-        .and_then(|_| file.take(take).read_to_end(&mut bytes))
+    bytes.resize(take as usize, 0);
+    let read = read_full_at(file, &mut bytes, offset)
         .map_err(|e| failed(format!("reading {named}: {e}")))?;
-    if bytes.len() as u64 != take {
+    if read as u64 != take {
         return Err(failed(format!(
-            "{named} shrank while it was read: {} bytes at offset {offset}, not {take}",
-            bytes.len()
+            "{named} shrank while it was read: {read} bytes at offset {offset}, not {take}"
         )));
     }
     let mut content = BUFFERS.take_string(bytes.len().div_ceil(3) * 4);
@@ -373,6 +542,20 @@ fn get_file(args: &Arguments, ctx: &ToolContext) -> ToolResult {
     // Moved in: `json!` would copy the chunk's base64 (and leave the kept buffer unused).
     answer["content_base64"] = Value::String(content);
     Ok(answer)
+}
+
+/// Reads into `buf` from `offset` until it is full or the file ends; how many bytes came.
+fn read_full_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], offset + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
 }
 
 impl ServerBuilder {
@@ -392,21 +575,14 @@ impl ServerBuilder {
     /// assert!(server.manifest().tools.iter().any(|t| t.name == "get_file"));
     /// ```
     pub fn file_transfer(self) -> Self {
-        self.file_transfer_waiting(TURN_WAIT)
+        self.file_transfer_with(TransferLimits::default())
     }
 
-    /// [`ServerBuilder::file_transfer`], a chunk that arrived ahead of its turn waiting at
-    /// most `turn_wait` for the bytes before it (rather than [`TURN_WAIT`]): shorter where
-    /// clients are near and a lost chunk should be reported soon, longer over slow links.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// let server = maljan_sidecar_kit::Server::builder("files", "1")
-    ///     .file_transfer_waiting(Duration::from_secs(5))
-    ///     .build();
-    /// assert!(server.manifest().tools.iter().any(|t| t.name == "put_sample_chunk"));
-    /// ```
-    pub fn file_transfer_waiting(self, turn_wait: Duration) -> Self {
+    /// [`ServerBuilder::file_transfer`] within other bounds than the defaults (see
+    /// [`TransferLimits`]).
+    pub fn file_transfer_with(self, limits: TransferLimits) -> Self {
+        let (single, begin, chunk, chunk_read) =
+            (limits.clone(), limits.clone(), limits.clone(), limits);
         let string = |d: &str| json!({"type": "string", "description": d});
         let integer = |d: &str| json!({"type": "integer", "minimum": 0, "description": d});
         self.tool(
@@ -414,7 +590,7 @@ impl ServerBuilder {
                 .required_string("name", "the file's name")
                 .required_string("content_base64", "the file, base64")
                 .required_string("sha256", "the file's sha256"),
-            put_sample,
+            move |args, ctx| put_sample(args, ctx, &single),
         )
         .tool(
             ToolSpec::new(
@@ -424,15 +600,15 @@ impl ServerBuilder {
             .required_string("name", "the file's name")
             .required_string("sha256", "the file's sha256")
             .optional("size", integer("the file's size")),
-            put_sample_begin,
+            move |args, ctx| put_sample_begin(args, ctx, &begin),
         )
         .chunk_tool(
             ToolSpec::new("put_sample_chunk", "Sends the next chunk of an upload")
                 .optional("upload_id", integer("from put_sample_begin"))
                 .optional("offset", integer("where the chunk goes"))
                 .required_string("content_base64", "the chunk, base64"),
-            move |args, ctx| put_sample_chunk(args, ctx, turn_wait),
-            move |chunk, ctx| put_chunk(chunk, ctx, turn_wait),
+            move |args, ctx| put_sample_chunk(args, ctx, &chunk),
+            move |piece, ctx| put_chunk(piece, ctx, &chunk_read),
         )
         .tool(
             ToolSpec::new("put_sample_finish", "Checks and stores a chunked upload")

@@ -346,7 +346,7 @@ async fn no_more_than_a_few_chunks_may_wait_for_their_turn() {
 async fn a_chunk_whose_bytes_before_never_come_is_refused_once_its_wait_is_over() {
     let wait = Duration::from_millis(200);
     let server = Server::builder("t", "1")
-        .file_transfer_waiting(wait)
+        .file_transfer_with(maljan_sidecar_kit::TransferLimits::default().turn_wait(wait))
         .build();
     let mut client = start(server);
     let upload = begin_upload(&mut client, b"abcdef").await;

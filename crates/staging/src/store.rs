@@ -175,7 +175,26 @@ impl ArtefactStore {
         name: &str,
         origin: Origin,
     ) -> io::Result<StoredArtefact> {
-        let mut input = File::open(source)?;
+        self.add_reader(File::open(source)?, name, origin)
+    }
+
+    /// Copies what `input` reads (a file already opened, say) into the store while hashing
+    /// it.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use maljan_staging::{ArtefactStore, Origin};
+    /// let store = ArtefactStore::open(dir.path()).unwrap();
+    /// let origin = Origin { step: None, server: "s".into(), tool: "t".into() };
+    /// let stored = store.add_reader(&b"abc"[..], "abc.txt", origin).unwrap();
+    /// assert_eq!(stored.size, 3);
+    /// ```
+    pub fn add_reader(
+        &self,
+        mut input: impl Read,
+        name: &str,
+        origin: Origin,
+    ) -> io::Result<StoredArtefact> {
         let (incoming, mut output) = self.incoming()?;
         let mut hasher = Sha256::new();
         let mut buf = vec![0u8; 1 << 20];

@@ -4,8 +4,6 @@ use maljan_mcp_proto::maljan::{ErrorCode, ToolFailure};
 use maljan_sidecar_kit::{Arguments, Probe, ToolContext, ToolResult, ToolSpec};
 use serde_json::json;
 
-use super::open_sample;
-
 /// The program this tool needs, from Debian's `unzip` package.
 pub(crate) const ZIPINFO: &str = "zipinfo";
 
@@ -25,12 +23,15 @@ pub(crate) fn archive_list_spec() -> ToolSpec {
 
 pub(crate) fn archive_list(args: &Arguments, ctx: &ToolContext) -> ToolResult {
     let path = args.string("path")?;
-    drop(open_sample(path)?);
+    // zipinfo reads the file opened beneath the job's directory, as its stdin: it is never
+    // handed the name, which could be swapped for a link once checked.
+    let archive = ctx.open(path)?.file;
     let program = ctx.dependency.as_deref().unwrap_or(ZIPINFO);
     let output = Command::new(program)
         .arg("-1")
         .arg("--")
-        .arg(path)
+        .arg("/dev/stdin")
+        .stdin(archive)
         .output()
         .map_err(|e| {
             ToolFailure::new(

@@ -4,7 +4,7 @@ use maljan_sidecar_kit::{Arguments, ToolContext, ToolResult, ToolSpec};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use super::{READ_CHUNK, io_failure, open_sample};
+use super::{READ_CHUNK, io_failure};
 
 pub(crate) fn file_info_spec() -> ToolSpec {
     ToolSpec::new(
@@ -17,9 +17,9 @@ pub(crate) fn file_info_spec() -> ToolSpec {
 
 /// Reads the file once: hashes it, counts its bytes for the entropy, and sniffs its type
 /// from the first chunk.
-pub(crate) fn file_info(args: &Arguments, _ctx: &ToolContext) -> ToolResult {
+pub(crate) fn file_info(args: &Arguments, ctx: &ToolContext) -> ToolResult {
     let path = args.string("path")?;
-    let mut file = open_sample(path)?;
+    let mut file = ctx.open(path)?.file;
     let mut hasher = Sha256::new();
     let mut histogram = [0u64; 256];
     let mut size = 0u64;
@@ -30,6 +30,7 @@ pub(crate) fn file_info(args: &Arguments, _ctx: &ToolContext) -> ToolResult {
         if n == 0 {
             break;
         }
+        ctx.check_cancelled()?;
         let bytes = &chunk[..n];
         if head.len() < 8192 {
             head.extend_from_slice(&bytes[..bytes.len().min(8192 - head.len())]);

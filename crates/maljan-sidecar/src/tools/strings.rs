@@ -1,14 +1,21 @@
 use std::io::Read;
 
+use maljan_mcp_proto::maljan::{ErrorCode, ToolFailure};
 use maljan_sidecar_kit::{Arguments, ToolContext, ToolResult, ToolSpec, unquote};
 use serde_json::{Value, json};
 
-use super::{READ_CHUNK, io_failure, open_sample};
+use super::{READ_CHUNK, io_failure};
 
 /// Characters kept of one string in the answer.
 const MAX_STRING_CHARS: usize = 1024;
 /// Offsets listed per search term.
 const MAX_OFFSETS: usize = 100;
+/// The most strings one answer lists (`limit`), so that the answer stays within
+/// [`MAX_ANSWER_BYTES`](maljan_sidecar_kit::MAX_ANSWER_BYTES) whatever the file.
+pub(crate) const MAX_LIMIT: u64 = 10_000;
+/// The most search terms, and the longest, one call takes.
+const MAX_SEARCHES: usize = 64;
+const MAX_SEARCH_BYTES: usize = 4096;
 
 pub(crate) fn strings_spec() -> ToolSpec {
     ToolSpec::new(
@@ -22,7 +29,10 @@ pub(crate) fn strings_spec() -> ToolSpec {
             {"type": "string"}, {"type": "array", "items": {"type": "string"}}]}),
     )
     .optional("min_length", json!({"type": "integer", "minimum": 1, "default": 4}))
-    .optional("limit", json!({"type": "integer", "minimum": 0, "default": 200}))
+    .optional(
+        "limit",
+        json!({"type": "integer", "minimum": 0, "maximum": MAX_LIMIT, "default": 200}),
+    )
     .timeout_s(120.0)
 }
 
@@ -44,12 +54,32 @@ struct Search {
 }
 
 /// Streams the file once: collects printable runs and finds each term, across chunk edges.
-pub(crate) fn strings(args: &Arguments, _ctx: &ToolContext) -> ToolResult {
+pub(crate) fn strings(args: &Arguments, ctx: &ToolContext) -> ToolResult {
     let path = args.string("path")?;
     let min_length = args.optional_u64("min_length")?.unwrap_or(4).max(1);
-    let limit = args.optional_u64("limit")?.unwrap_or(200) as usize;
-    let mut searches: Vec<Search> = args
-        .string_list("search")?
+    let limit = args.optional_u64("limit")?.unwrap_or(200);
+    if limit > MAX_LIMIT {
+        return Err(ToolFailure::new(
+            ErrorCode::BadArgument,
+            format!("limit {limit} is over the most strings one answer lists, {MAX_LIMIT}"),
+            Some(format!(
+                "pass a limit of at most {MAX_LIMIT}; count says how many there are"
+            )),
+        ));
+    }
+    let limit = limit as usize;
+    let terms = args.string_list("search")?;
+    if terms.len() > MAX_SEARCHES || terms.iter().any(|t| t.len() > MAX_SEARCH_BYTES) {
+        return Err(ToolFailure::new(
+            ErrorCode::BadArgument,
+            format!(
+                "search takes at most {MAX_SEARCHES} terms of at most {MAX_SEARCH_BYTES} bytes \
+                 each"
+            ),
+            Some("search for fewer, shorter terms, in several calls if need be".to_owned()),
+        ));
+    }
+    let mut searches: Vec<Search> = terms
         .into_iter()
         .map(|written| {
             let needle = unquote(&written).read_as.into_bytes();
@@ -68,7 +98,7 @@ pub(crate) fn strings(args: &Arguments, _ctx: &ToolContext) -> ToolResult {
         .unwrap_or(1)
         .saturating_sub(1);
 
-    let mut file = open_sample(path)?;
+    let mut file = ctx.open(path)?.file;
     let mut chunk = vec![0u8; READ_CHUNK];
     let mut window: Vec<u8> = Vec::new();
     let mut run: Option<Run> = None;
@@ -80,6 +110,7 @@ pub(crate) fn strings(args: &Arguments, _ctx: &ToolContext) -> ToolResult {
         if n == 0 {
             break;
         }
+        ctx.check_cancelled()?;
         for (i, &b) in chunk[..n].iter().enumerate() {
             if printable(b) {
                 let r = run.get_or_insert_with(|| Run {

@@ -1,13 +1,13 @@
+use std::ffi::{OsStr, OsString};
 use std::fs::File;
-use std::io::{self, Read, Write};
-use std::path::{Path, PathBuf};
+use std::io::{Read, Write};
+use std::path::Path;
 
+use maljan_confine::{Refusal, Root};
 use maljan_mcp_proto::maljan::{ErrorCode, ToolFailure};
 use maljan_sidecar_kit::{Arguments, ToolContext, ToolResult, ToolSpec};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-
-use super::{io_failure, open_sample};
 
 /// The most members unpacked from one archive.
 const MAX_MEMBERS: usize = 10_000;
@@ -27,6 +27,9 @@ pub(crate) fn unpack_spec() -> ToolSpec {
     .timeout_s(300.0)
 }
 
+/// How many other names a duplicate member is tried under (`NAME (2)`, `NAME (3)`, …).
+const MAX_DUPLICATE_NAMES: usize = 100;
+
 fn failed(e: impl std::fmt::Display) -> ToolFailure {
     ToolFailure::new(
         ErrorCode::ToolFailed,
@@ -35,20 +38,19 @@ fn failed(e: impl std::fmt::Display) -> ToolFailure {
     )
 }
 
-/// A fresh directory for this archive's members inside the job's directory.
-fn output_dir(job_dir: &Path, archive: &str) -> Result<PathBuf, ToolFailure> {
+/// A fresh directory for this archive's members, `unpacked/STEM-N` in the job's directory,
+/// made beneath it without following any symlink.
+fn output_dir(job: &Root, archive: &str) -> Result<Root, ToolFailure> {
     let stem = Path::new(archive)
         .file_stem()
         .and_then(|s| s.to_str())
         .filter(|s| !s.is_empty() && !s.starts_with('.'))
         .unwrap_or("archive");
-    let parent = job_dir.join("unpacked");
-    std::fs::create_dir_all(&parent).map_err(failed)?;
+    let parent = job.create_dirs("unpacked").map_err(failed)?;
     for n in 1.. {
-        let dir = parent.join(format!("{stem}-{n}"));
-        match std::fs::create_dir(&dir) {
-            Ok(()) => return Ok(dir),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+        match parent.create_dir(format!("{stem}-{n}")) {
+            Ok(dir) => return Ok(dir),
+            Err(Refusal::Exists { .. }) => continue,
             Err(e) => return Err(failed(e)),
         }
     }
@@ -60,12 +62,18 @@ fn copy_hashed(
     mut from: impl Read,
     to: &mut File,
     limit: u64,
-) -> io::Result<Option<(u64, String)>> {
+    ctx: &ToolContext,
+) -> Result<Option<(u64, String)>, String> {
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 256 * 1024];
     let mut total = 0u64;
     loop {
-        let n = from.read(&mut buf)?;
+        if ctx.is_cancelled() {
+            return Err("the call was cancelled".to_owned());
+        }
+        let n = from
+            .read(&mut buf)
+            .map_err(|e| format!("it cannot be read from the archive: {e}"))?;
         if n == 0 {
             return Ok(Some((total, format!("{:x}", hasher.finalize()))));
         }
@@ -74,17 +82,51 @@ fn copy_hashed(
             return Ok(None);
         }
         hasher.update(&buf[..n]);
-        to.write_all(&buf[..n])?;
+        to.write_all(&buf[..n])
+            .map_err(|e| format!("it cannot be written: {e}"))?;
     }
 }
 
-/// Unpacks a ZIP archive into the job's directory. Members whose names would escape the
-/// output directory (absolute, `..`) and symbolic links are refused and reported; the
-/// member count and the unpacked bytes are bounded.
+/// A new file for a member in `dir`: under its own name, or, when an earlier member took
+/// that name, under `NAME (2)`, `NAME (3)`, … (the name it was kept under is returned).
+fn create_member_file(dir: &Root, name: &OsStr) -> Result<(OsString, File), String> {
+    for n in 1..=MAX_DUPLICATE_NAMES {
+        let candidate = if n == 1 {
+            name.to_owned()
+        } else {
+            let mut other = name.to_owned();
+            other.push(format!(" ({n})"));
+            other
+        };
+        match dir.create_new(&candidate) {
+            Ok(file) => return Ok((candidate, file)),
+            Err(Refusal::Exists { .. }) => continue,
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Err(format!(
+        "{MAX_DUPLICATE_NAMES} members already have this name"
+    ))
+}
+
+/// What became of one member.
+enum Unpacked {
+    File(Value),
+    Directory,
+    Refused(String),
+    /// Past the byte limit: nothing more is unpacked.
+    OverLimit,
+}
+
+/// Unpacks a ZIP archive into the job's directory, member by member: a member that cannot
+/// be written is refused and reported with its reason (an absolute name, one that escapes,
+/// a link, `.`, a name that clashes with an earlier file or directory), a duplicate name is
+/// kept under a distinct one and reported, and the rest go on. The member count and the
+/// unpacked bytes are bounded.
 pub(crate) fn unpack(args: &Arguments, ctx: &ToolContext) -> ToolResult {
     let path = args.string("path")?;
     let max_bytes = args.optional_u64("max_bytes")?.unwrap_or(DEFAULT_MAX_BYTES);
-    let file = open_sample(path)?;
+    let file = ctx.open(path)?.file;
     let mut archive = zip::ZipArchive::new(file).map_err(|e| {
         ToolFailure::new(
             ErrorCode::UnsupportedFormat,
@@ -92,61 +134,38 @@ pub(crate) fn unpack(args: &Arguments, ctx: &ToolContext) -> ToolResult {
             Some("pass a ZIP archive".to_owned()),
         )
     })?;
-    let out = output_dir(ctx.job.dir(), path)?;
+    let out = output_dir(ctx.job.root(), path)?;
     let mut files: Vec<Value> = Vec::new();
     let mut refused: Vec<Value> = Vec::new();
     let mut remaining = max_bytes;
     let mut stopped = None;
     for index in 0..archive.len() {
+        ctx.check_cancelled()?;
         if index >= MAX_MEMBERS {
             stopped = Some(format!("stopped after {MAX_MEMBERS} members"));
             break;
         }
-        let mut member = archive.by_index(index).map_err(failed)?;
-        let name = match member.name() {
-            Ok(name) => name.into_owned(),
+        let mut member = match archive.by_index(index) {
+            Ok(member) => member,
             Err(e) => {
-                refused.push(json!({"name": format!("member {index}"), "reason": format!("its name is unreadable: {e}")}));
+                refused.push(json!({"name": format!("member {index}"),
+                    "reason": format!("it cannot be read: {e}")}));
                 continue;
             }
         };
-        if member.is_symlink() {
-            refused
-                .push(json!({"name": name, "reason": "a symbolic link; links are not unpacked"}));
-            continue;
-        }
-        if name.starts_with(['/', '\\'])
-            || name.get(1..3) == Some(":\\")
-            || name.get(1..3) == Some(":/")
-        {
-            refused.push(json!({"name": name, "reason": "an absolute name; members are unpacked only under the output directory"}));
-            continue;
-        }
-        let Some(relative) = member.enclosed_name() else {
-            refused.push(
-                json!({"name": name, "reason": "the name would escape the output directory"}),
-            );
-            continue;
-        };
-        let dest = out.join(relative);
-        if member.is_dir() {
-            std::fs::create_dir_all(&dest).map_err(failed)?;
-            continue;
-        }
-        if let Some(parent) = dest.parent() {
-            std::fs::create_dir_all(parent).map_err(failed)?;
-        }
-        let mut target =
-            File::create(&dest).map_err(|e| io_failure(&dest.display().to_string(), &e))?;
-        match copy_hashed(&mut member, &mut target, remaining).map_err(failed)? {
-            Some((size, sha256)) => {
-                remaining -= size;
-                files.push(json!({"path": dest.display().to_string(), "name": name,
-                    "size": size, "sha256": sha256}));
+        let name = match member.name() {
+            Ok(name) => name.into_owned(),
+            Err(e) => {
+                refused.push(json!({"name": format!("member {index}"),
+                    "reason": format!("its name is unreadable: {e}")}));
+                continue;
             }
-            None => {
-                drop(target);
-                let _ = std::fs::remove_file(&dest);
+        };
+        match unpack_member(&mut member, &name, &out, &mut remaining, ctx) {
+            Unpacked::File(entry) => files.push(entry),
+            Unpacked::Directory => {}
+            Unpacked::Refused(reason) => refused.push(json!({"name": name, "reason": reason})),
+            Unpacked::OverLimit => {
                 stopped = Some(format!(
                     "stopped at {name}: more than {max_bytes} bytes unpacked"
                 ));
@@ -156,10 +175,92 @@ pub(crate) fn unpack(args: &Arguments, ctx: &ToolContext) -> ToolResult {
     }
     Ok(json!({
         "path": path,
-        "directory": out.display().to_string(),
+        "directory": out.path().display().to_string(),
         "count": files.len(),
         "files": files,
         "refused": refused,
         "stopped": stopped,
     }))
+}
+
+fn unpack_member(
+    member: &mut zip::read::ZipFile<'_, File>,
+    name: &str,
+    out: &Root,
+    remaining: &mut u64,
+    ctx: &ToolContext,
+) -> Unpacked {
+    if member.is_symlink() {
+        return Unpacked::Refused("a symbolic link; links are not unpacked".to_owned());
+    }
+    if name.starts_with(['/', '\\'])
+        || name.get(1..3) == Some(":\\")
+        || name.get(1..3) == Some(":/")
+    {
+        return Unpacked::Refused(
+            "an absolute name; members are unpacked only under the output directory".to_owned(),
+        );
+    }
+    let Some(relative) = member.enclosed_name() else {
+        return Unpacked::Refused("the name would escape the output directory".to_owned());
+    };
+    let Some(file_name) = relative.file_name().map(OsStr::to_owned) else {
+        return if member.is_dir() && relative.components().count() == 0 {
+            Unpacked::Directory
+        } else {
+            Unpacked::Refused("the name names no file (\".\")".to_owned())
+        };
+    };
+    if member.is_dir() {
+        return match out.create_dirs(&relative) {
+            Ok(_) => Unpacked::Directory,
+            Err(e) => {
+                Unpacked::Refused(format!("its directory clashes with an earlier member: {e}"))
+            }
+        };
+    }
+    let subdirectory;
+    let parent = match relative.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(parent) => match out.create_dirs(parent) {
+            Ok(dir) => {
+                subdirectory = dir;
+                &subdirectory
+            }
+            Err(e) => {
+                return Unpacked::Refused(format!(
+                    "its directory clashes with an earlier member: {e}"
+                ));
+            }
+        },
+        None => out,
+    };
+    let (kept_as, mut target) = match create_member_file(parent, &file_name) {
+        Ok(made) => made,
+        Err(reason) => return Unpacked::Refused(reason),
+    };
+    let dest = parent.path().join(&kept_as);
+    let discard = || {
+        let _ = parent.remove_file(&kept_as);
+    };
+    match copy_hashed(member, &mut target, *remaining, ctx) {
+        Ok(Some((size, sha256))) => {
+            *remaining -= size;
+            let mut entry = json!({"path": dest.display().to_string(), "name": name,
+                "size": size, "sha256": sha256});
+            if kept_as != file_name {
+                entry["kept_as"] = json!(kept_as.to_string_lossy());
+                entry["reason"] =
+                    json!("an earlier member has this name; this one was kept under another");
+            }
+            Unpacked::File(entry)
+        }
+        Ok(None) => {
+            discard();
+            Unpacked::OverLimit
+        }
+        Err(reason) => {
+            discard();
+            Unpacked::Refused(reason)
+        }
+    }
 }

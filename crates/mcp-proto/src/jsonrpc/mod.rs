@@ -6,11 +6,13 @@
 
 mod decode;
 mod id;
+mod id_in_head;
 mod invalid;
 mod message;
 
 pub use decode::{DecodedLine, decode_line};
 pub use id::RequestId;
+pub use id_in_head::id_in_head;
 pub use invalid::{InvalidMessage, InvalidReason, JsonKind};
 pub use message::{ErrorObject, ErrorResponse, Message, Notification, Reply, Request, Response};
 
