@@ -25,9 +25,9 @@ struct Remote {
     _child: tokio::process::Child,
 }
 
-/// A real sidecar process over pipes, declared remote, with its own job directory.
-/// The sidecar as if elsewhere, though it may read the client's job directory as one of its
-/// roots (a server on the same host): a call that goes out with a local path still works.
+/// A real sidecar process over pipes, declared remote, with its own job directory. It may
+/// read the client's job directory as one of its roots (a server on the same host), so a
+/// call that goes out with a local path still works.
 async fn remote_sidecar(settings: ClientSettings) -> Remote {
     let server_dir = tempfile::tempdir().expect("temp dir");
     let job_dir = settings.job.as_ref().map(|job| job.dir().to_owned());

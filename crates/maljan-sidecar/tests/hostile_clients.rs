@@ -1,0 +1,410 @@
+//! The reference sidecar against a client that attacks it: paths that lead out of its
+//! roots, a file swapped for a symlink while it is served, uploads left open, answers asked
+//! to be huge, HTTP without the token or from another host, and sessions left behind.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+const SIDECAR: &str = env!("CARGO_BIN_EXE_maljan-sidecar");
+
+/// The sidecar over stdio, spoken to line by line.
+struct StdioSidecar {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Lines<BufReader<ChildStdout>>,
+    next_id: u64,
+}
+
+impl StdioSidecar {
+    fn start(mut command: Command) -> StdioSidecar {
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the sidecar starts");
+        let stdin = child.stdin.take().expect("stdin");
+        let lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        StdioSidecar {
+            child,
+            stdin,
+            lines,
+            next_id: 1,
+        }
+    }
+
+    fn in_job(job: &Path) -> StdioSidecar {
+        let mut command = Command::new(SIDECAR);
+        command
+            .env("MALJAN_JOB_DIR", job)
+            .env_remove("MALJAN_ROOTS");
+        Self::start(command)
+    }
+
+    async fn send(&mut self, tool: &str, arguments: Value) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments}});
+        self.stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .expect("write");
+        id
+    }
+
+    async fn receive(&mut self) -> Value {
+        let line = self.lines.next_line().await.expect("read").expect("a line");
+        serde_json::from_str(&line).expect("JSON")
+    }
+
+    /// A call's structured answer (the tool's value or its error envelope).
+    async fn call(&mut self, tool: &str, arguments: Value) -> Value {
+        self.send(tool, arguments).await;
+        self.receive().await["result"]["structuredContent"].take()
+    }
+}
+
+fn code(answer: &Value) -> &str {
+    answer["error"]["code"].as_str().unwrap_or("ok")
+}
+
+/// Swaps `place` between a regular file and a symlink to `target`, as fast as it can,
+/// until `stop` is set: each state is put in place by a rename, so the name always exists.
+fn keep_swapping(
+    place: &Path,
+    target: &Path,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<u64> {
+    let (place, target) = (place.to_owned(), target.to_owned());
+    std::thread::spawn(move || {
+        let dir = place.parent().expect("a parent").to_owned();
+        let mut swaps = 0;
+        while !stop.load(Ordering::Relaxed) {
+            let link = dir.join(".swap-link");
+            let _ = std::fs::remove_file(&link);
+            std::os::unix::fs::symlink(&target, &link).expect("symlink");
+            std::fs::rename(&link, &place).expect("swap in the link");
+            let file = dir.join(".swap-file");
+            std::fs::write(&file, "harmless bytes").expect("write");
+            std::fs::rename(&file, &place).expect("swap in the file");
+            swaps += 1;
+        }
+        swaps
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_swapped_for_a_symlink_is_never_served_from_outside_the_job() {
+    let top = tempfile::tempdir().expect("temp dir");
+    let job = top.path().join("job");
+    std::fs::create_dir_all(&job).expect("job dir");
+    let secret_text = "SECRET-the-host-file-that-must-not-leave";
+    let secret = top.path().join("secret.txt");
+    std::fs::write(&secret, secret_text).expect("secret");
+    let place = job.join("served.txt");
+    std::fs::write(&place, "harmless bytes").expect("file");
+    let mut sidecar = StdioSidecar::in_job(&job);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let swapper = keep_swapping(&place, &secret, stop.clone());
+    let secret_base64 = "U0VDUkVU"; // "SECRET", at the start of the file's base64
+    let (mut served, mut refused) = (0, 0);
+    for attempt in 0..3000 {
+        let answer = if attempt % 2 == 0 {
+            sidecar
+                .call("get_file", json!({"path": "served.txt"}))
+                .await
+        } else {
+            sidecar.call("strings", json!({"path": "served.txt"})).await
+        };
+        let text = answer.to_string();
+        assert!(
+            !text.contains("SECRET") && !text.contains(secret_base64),
+            "attempt {attempt} served the file outside the job: {text}"
+        );
+        if answer.get("error").is_some() {
+            refused += 1;
+        } else {
+            served += 1;
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let swaps = swapper.join().expect("the swapper");
+    assert!(swaps > 100, "the file was swapped {swaps} times only");
+    assert!(
+        served > 0 && refused > 0,
+        "the race was not exercised: {served} served, {refused} refused"
+    );
+}
+
+#[tokio::test]
+async fn paths_leading_out_of_the_job_are_refused_by_every_tool() {
+    let top = tempfile::tempdir().expect("temp dir");
+    let job = top.path().join("job");
+    std::fs::create_dir_all(job.join("sub")).expect("job dir");
+    std::os::unix::fs::symlink("/etc/passwd", job.join("planted")).expect("symlink");
+    std::os::unix::fs::symlink("/proc/self/root/etc/passwd", job.join("magic")).expect("link");
+    std::os::unix::fs::symlink("../../..", job.join("sub/up")).expect("symlink");
+    let mut sidecar = StdioSidecar::in_job(&job);
+    for tool in ["file_info", "strings", "archive_list", "unpack"] {
+        for path in [
+            "/etc/passwd",
+            "../../../../etc/passwd",
+            "planted",
+            "magic",
+            "sub/up/etc/passwd",
+            "/proc/self/fd/0",
+            "sub",
+        ] {
+            let answer = sidecar.call(tool, json!({"path": path})).await;
+            assert_eq!(code(&answer), "bad_argument", "{tool} {path}: {answer}");
+        }
+    }
+    let answer = sidecar
+        .call("get_file", json!({"path": "/etc/passwd"}))
+        .await;
+    assert!(
+        answer["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("refused")),
+        "{answer}"
+    );
+}
+
+#[tokio::test]
+async fn abandoned_uploads_are_capped_so_descriptors_last_under_a_low_limit() {
+    let top = tempfile::tempdir().expect("temp dir");
+    let job = top.path().join("job");
+    std::fs::create_dir_all(&job).expect("job dir");
+    std::fs::write(job.join("sample.txt"), "some printable text").expect("sample");
+    let mut command = Command::new("sh");
+    command
+        .args(["-c", "ulimit -n 48 && exec \"$0\""])
+        .arg(SIDECAR)
+        .env("MALJAN_JOB_DIR", &job);
+    let mut sidecar = StdioSidecar::start(command);
+    let sha = "0".repeat(64);
+    let (mut begun, mut refused) = (0, 0);
+    for n in 0..300 {
+        let answer = sidecar
+            .call(
+                "put_sample_begin",
+                json!({"name": format!("s{n}"), "size": 10, "sha256": sha}),
+            )
+            .await;
+        match code(&answer) {
+            "ok" => begun += 1,
+            "bad_argument" => {
+                assert!(
+                    answer["error"]["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("in progress")),
+                    "{answer}"
+                );
+                refused += 1;
+            }
+            other => panic!("put_sample_begin {n} failed with {other}: {answer}"),
+        }
+    }
+    assert_eq!((begun, refused), (16, 284));
+    let answer = sidecar.call("strings", json!({"path": "sample.txt"})).await;
+    assert_eq!(code(&answer), "ok", "other calls still work: {answer}");
+    let huge = sidecar
+        .call(
+            "put_sample_begin",
+            json!({"name": "huge", "size": u64::MAX, "sha256": sha}),
+        )
+        .await;
+    assert!(
+        huge["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("over this server's limit")),
+        "{huge}"
+    );
+    sidecar.child.kill().await.expect("kill");
+}
+
+/// The server's peak resident memory, in KiB.
+fn peak_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM")
+}
+
+#[tokio::test]
+async fn a_huge_strings_limit_is_refused_before_the_work_and_memory_stays_bounded() {
+    let top = tempfile::tempdir().expect("temp dir");
+    let job = top.path().join("job");
+    std::fs::create_dir_all(&job).expect("job dir");
+    let mut file = std::fs::File::create(job.join("many.txt")).expect("create");
+    for n in 0..2_000_000u32 {
+        write!(file, "s{n:07}\0").expect("write");
+    }
+    drop(file);
+    let mut sidecar = StdioSidecar::in_job(&job);
+    let pid = sidecar.child.id().expect("a pid");
+    let refused = sidecar
+        .call(
+            "strings",
+            json!({"path": "many.txt", "limit": 1_000_000_000_000u64}),
+        )
+        .await;
+    assert_eq!(code(&refused), "bad_argument", "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("10000")),
+        "the limit is named: {refused}"
+    );
+    let most = sidecar
+        .call("strings", json!({"path": "many.txt", "limit": 10_000}))
+        .await;
+    assert_eq!(most["count"], 2_000_000);
+    assert_eq!(most["strings"].as_array().map(Vec::len), Some(10_000));
+    let peak = peak_kib(pid);
+    assert!(peak < 256 * 1024, "the server peaked at {peak} KiB");
+}
+
+/// One HTTP/1.1 request to the sidecar; the status code and the body.
+fn http(addr: &str, method: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    let mut request = format!(
+        "{method} /mcp HTTP/1.1\r\nConnection: close\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        request.push_str(&format!("Host: {addr}\r\n"));
+    }
+    for (k, v) in headers {
+        request.push_str(&format!("{k}: {v}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    stream.write_all(request.as_bytes()).expect("send");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("receive");
+    let status = response
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("a status");
+    (status, response)
+}
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+
+/// Starts `maljan-sidecar ARGS` and reads the endpoint it announces (`host:port`).
+fn start_http(args: &[&str], envs: &[(&str, &Path)]) -> (std::process::Child, String) {
+    let mut child = std::process::Command::new(SIDECAR)
+        .args(args)
+        .envs(envs.iter().map(|(k, v)| (k, v)))
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the sidecar starts");
+    let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr"));
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut stderr, &mut line).expect("the announcement");
+    let addr = line
+        .trim()
+        .strip_prefix("listening on http://")
+        .and_then(|rest| rest.strip_suffix("/mcp"))
+        .unwrap_or_else(|| panic!("an endpoint, not {line:?}"))
+        .to_owned();
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    (child, addr)
+}
+
+#[test]
+fn serving_beyond_loopback_without_a_token_is_refused_at_start() {
+    let output = std::process::Command::new(SIDECAR)
+        .args(["--http", "0.0.0.0:0"])
+        .output()
+        .expect("runs");
+    assert!(!output.status.success());
+    let text = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        text.contains("bearer token") && text.contains("127.0.0.1"),
+        "{text}"
+    );
+}
+
+#[test]
+fn http_calls_need_the_token_and_a_host_of_this_server() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "0123456789abcdef0123456789abcdef\n").expect("token");
+    let token_path = token_file.to_str().expect("utf-8");
+    let (mut child, addr) = start_http(&["--http", "127.0.0.1:0", "--token-file", token_path], &[]);
+    let bearer = "Bearer 0123456789abcdef0123456789abcdef";
+    let (status, _) = http(&addr, "POST", &[], INITIALIZE);
+    assert_eq!(status, 401, "no token");
+    let (status, _) = http(
+        &addr,
+        "POST",
+        &[("Authorization", "Bearer wrong")],
+        INITIALIZE,
+    );
+    assert_eq!(status, 401, "a wrong token");
+    let (status, body) = http(&addr, "POST", &[("Authorization", bearer)], INITIALIZE);
+    assert_eq!(status, 200, "{body}");
+    let (status, _) = http(
+        &addr,
+        "POST",
+        &[("Authorization", bearer), ("Host", "rebound.example:80")],
+        INITIALIZE,
+    );
+    assert_eq!(status, 403, "a host name that rebinds to loopback");
+    let (status, _) = http(
+        &addr,
+        "POST",
+        &[("Authorization", bearer), ("Origin", "http://evil.example")],
+        INITIALIZE,
+    );
+    assert_eq!(status, 403, "a foreign origin");
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn every_sessions_job_directory_goes_on_sigterm() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let (child, addr) = start_http(&["--http", "127.0.0.1:0"], &[("TMPDIR", tmp.path())]);
+    let jobs = || {
+        std::fs::read_dir(tmp.path())
+            .expect("read")
+            .filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.file_name().to_string_lossy().starts_with("maljan-job-"))
+            })
+            .count()
+    };
+    for _ in 0..3 {
+        let (status, body) = http(&addr, "POST", &[], INITIALIZE);
+        assert_eq!(status, 200, "{body}");
+    }
+    assert_eq!(jobs(), 3);
+    let pid = child.id().to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let mut child = child;
+    let status = child.wait().expect("the sidecar ends");
+    assert!(status.success(), "{status}");
+    assert_eq!(jobs(), 0, "every session's job directory is removed");
+}
