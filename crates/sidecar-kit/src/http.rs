@@ -354,6 +354,7 @@ async fn handle_post(
 
 fn initialize(state: &HttpState, request: Request) -> Response {
     let id = request.id.clone();
+    end_idle_sessions(state);
     let open = lock(&state.sessions).len();
     if open >= state.options.max_sessions {
         return error_response(
@@ -425,28 +426,34 @@ fn end_session(session: &Session) {
     }
 }
 
-/// Ends the sessions idle longer than the options allow, once a while, until dropped.
-async fn expire_idle_sessions(state: Arc<HttpState>) {
+/// Ends the sessions idle longer than the options allow, with no call in flight.
+fn end_idle_sessions(state: &HttpState) {
     let idle = state.options.session_idle;
-    let period = (idle / 4).clamp(Duration::from_millis(10), Duration::from_secs(30));
+    let now = Instant::now();
+    let expired: Vec<Arc<Session>> = {
+        let mut sessions = lock(&state.sessions);
+        let ids: Vec<String> = sessions
+            .iter()
+            .filter(|(_, s)| {
+                lock(&s.in_flight).is_empty() && now.duration_since(*lock(&s.last_used)) > idle
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        ids.iter().filter_map(|id| sessions.remove(id)).collect()
+    };
+    for session in &expired {
+        tracing::info!(job = %session.job.dir().display(), "an idle session expired");
+        end_session(session);
+    }
+}
+
+/// Ends idle sessions once a while (and at each new session), until dropped.
+async fn expire_idle_sessions(state: Arc<HttpState>) {
+    let period =
+        (state.options.session_idle / 4).clamp(Duration::from_millis(10), Duration::from_secs(30));
     loop {
         tokio::time::sleep(period).await;
-        let now = Instant::now();
-        let expired: Vec<Arc<Session>> = {
-            let mut sessions = lock(&state.sessions);
-            let ids: Vec<String> = sessions
-                .iter()
-                .filter(|(_, s)| {
-                    lock(&s.in_flight).is_empty() && now.duration_since(*lock(&s.last_used)) > idle
-                })
-                .map(|(id, _)| id.clone())
-                .collect();
-            ids.iter().filter_map(|id| sessions.remove(id)).collect()
-        };
-        for session in &expired {
-            tracing::info!(job = %session.job.dir().display(), "an idle session expired");
-            end_session(session);
-        }
+        end_idle_sessions(&state);
     }
 }
 
