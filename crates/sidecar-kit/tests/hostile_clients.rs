@@ -67,10 +67,7 @@ async fn a_request_line_over_the_cap_is_answered_with_an_error_for_its_id() {
     let dir = tempfile::tempdir().expect("temp dir");
     let job = Job::in_dir(dir.path()).expect("job");
     let mut client = start_in(Server::builder("t", "1").file_transfer().build(), job);
-    let mut line = format!(
-        r#"{{"jsonrpc":"2.0","id":77,"method":"tools/call","params":{{"name":"put_sample","arguments":{{"content_base64":""#
-    )
-    .into_bytes();
+    let mut line = br#"{"jsonrpc":"2.0","id":77,"method":"tools/call","params":{"name":"put_sample","arguments":{"content_base64":""#.to_vec();
     line.resize(line.len() + 33 * 1024 * 1024, b'A');
     line.extend_from_slice(b"\"}}}\n");
     client.send_raw(&line).await;
@@ -276,7 +273,7 @@ async fn an_http_client_that_goes_away_cancels_its_call() {
             .await
             .expect("join")
     };
-    let mut stream = tokio::task::spawn_blocking(move || {
+    let stream = tokio::task::spawn_blocking(move || {
         let mut stream = TcpStream::connect(&addr).expect("connect");
         let body = call(2, "spin", json!({})).to_string();
         stream
