@@ -408,3 +408,209 @@ fn every_sessions_job_directory_goes_on_sigterm() {
     assert!(status.success(), "{status}");
     assert_eq!(jobs(), 0, "every session's job directory is removed");
 }
+
+/// The CRC-32 (IEEE) a ZIP member states.
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+/// A ZIP archive of stored members, written by hand: unlike a ZIP library's writer, it
+/// writes what a hostile archive holds (`.`, the same name twice, a file then a member
+/// beneath it).
+fn stored_zip(members: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut central = Vec::new();
+    for (name, bytes) in members {
+        let offset = out.len() as u32;
+        let (crc, size, len) = (crc32(bytes), bytes.len() as u32, name.len() as u16);
+        let mut header = |signature: u32, central_entry: bool| {
+            let mut h = Vec::new();
+            h.extend_from_slice(&signature.to_le_bytes());
+            if central_entry {
+                h.extend_from_slice(&20u16.to_le_bytes());
+            }
+            for v in [20u16, 0, 0, 0, 0] {
+                h.extend_from_slice(&v.to_le_bytes());
+            }
+            for v in [crc, size, size] {
+                h.extend_from_slice(&v.to_le_bytes());
+            }
+            h.extend_from_slice(&len.to_le_bytes());
+            h.extend_from_slice(&0u16.to_le_bytes());
+            if central_entry {
+                for v in [0u16, 0, 0] {
+                    h.extend_from_slice(&v.to_le_bytes());
+                }
+                h.extend_from_slice(&0u32.to_le_bytes());
+                h.extend_from_slice(&offset.to_le_bytes());
+            }
+            h.extend_from_slice(name.as_bytes());
+            h
+        };
+        out.extend(header(0x0403_4b50, false));
+        out.extend_from_slice(bytes);
+        central.extend(header(0x0201_4b50, true));
+    }
+    let (start, count) = (out.len() as u32, members.len() as u16);
+    out.extend_from_slice(&central);
+    out.extend_from_slice(&0x0605_4b50u32.to_le_bytes());
+    for v in [0u16, 0, count, count] {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    out.extend_from_slice(&(central.len() as u32).to_le_bytes());
+    out.extend_from_slice(&start.to_le_bytes());
+    out.extend_from_slice(&0u16.to_le_bytes());
+    out
+}
+
+#[tokio::test]
+async fn unpack_writes_every_member_it_can_and_reports_each_refusal() {
+    let top = tempfile::tempdir().expect("temp dir");
+    let job = top.path().join("job");
+    std::fs::create_dir_all(&job).expect("job dir");
+    let archive = stored_zip(&[
+        ("ok.txt", b"fine"),
+        (".", b"a dot"),
+        ("x", b"a file named x"),
+        ("x/y", b"beneath the file x"),
+        ("dup.txt", b"the first"),
+        ("dup.txt", b"the second"),
+        ("d/", b""),
+        ("d", b"a file named as the directory"),
+        ("last.txt", b"still written"),
+    ]);
+    std::fs::write(job.join("hostile.zip"), archive).expect("archive");
+    let mut sidecar = StdioSidecar::in_job(&job);
+    let answer = sidecar.call("unpack", json!({"path": "hostile.zip"})).await;
+    assert_eq!(code(&answer), "ok", "{answer}");
+    let refused: Vec<(&str, &str)> = answer["refused"]
+        .as_array()
+        .expect("refused")
+        .iter()
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap_or(""),
+                r["reason"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(refused.len(), 3, "{refused:?}");
+    assert_eq!(refused[0].0, "1 of the 9 members");
+    assert!(
+        refused[0].1.contains("name of a later member"),
+        "{refused:?}"
+    );
+    assert_eq!(refused[1].0, ".");
+    assert!(refused[1].1.contains("names no file"), "{refused:?}");
+    assert_eq!(refused[2].0, "x/y");
+    assert!(
+        refused[2].1.contains("clashes with an earlier member"),
+        "{refused:?}"
+    );
+    let files = answer["files"].as_array().expect("files");
+    let written: Vec<(String, Vec<u8>)> = files
+        .iter()
+        .map(|f| {
+            let path = f["path"].as_str().expect("a path");
+            let name = Path::new(path)
+                .file_name()
+                .expect("a name")
+                .to_string_lossy()
+                .into_owned();
+            (name, std::fs::read(path).expect("written"))
+        })
+        .collect();
+    let expected: Vec<(String, Vec<u8>)> = [
+        ("ok.txt", &b"fine"[..]),
+        ("x", b"a file named x"),
+        ("dup.txt", b"the second"),
+        ("d (2)", b"a file named as the directory"),
+        ("last.txt", b"still written"),
+    ]
+    .iter()
+    .map(|(n, b)| ((*n).to_owned(), b.to_vec()))
+    .collect();
+    assert_eq!(written, expected);
+    let kept: Vec<&Value> = files
+        .iter()
+        .filter(|f| f.get("kept_as").is_some())
+        .collect();
+    assert_eq!(
+        kept.len(),
+        1,
+        "a member kept under another name says so: {files:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_never_takes_a_file_swapped_for_a_symlink_out_of_the_servers_directory() {
+    use maljan_client::{
+        ClientSettings, Job, ServerCommand, ServerConfig, ServerConnection, TakenFile,
+    };
+    use maljan_mcp_proto::maljan::{Outcome, ToolAnswer};
+
+    let top = tempfile::tempdir().expect("temp dir");
+    let secret = top.path().join("secret.txt");
+    std::fs::write(&secret, "SECRET host bytes").expect("secret");
+    let job = Arc::new(Job::create(top.path().join("job")).expect("job"));
+    let settings = ClientSettings {
+        job: Some(job.clone()),
+        ..ClientSettings::default()
+    };
+    let server = ServerConnection::connect(
+        &ServerConfig::stdio("sidecar", ServerCommand::new(SIDECAR)),
+        settings,
+    )
+    .await
+    .expect("sets up");
+    let place = job.server_dir("sidecar").join("written.bin");
+    std::fs::write(&place, "harmless bytes").expect("file");
+    let stop = Arc::new(AtomicBool::new(false));
+    let swapper = keep_swapping(&place, &secret, stop.clone());
+    let answer = ToolAnswer {
+        value: json!({"files": [{"path": "written.bin"}]}),
+        outcome: Outcome::Ok,
+    };
+    let secret_sha = format!(
+        "{:x}",
+        <sha2::Sha256 as sha2::Digest>::digest(b"SECRET host bytes")
+    );
+    let (mut taken, mut refused) = (0, 0);
+    for attempt in 0..2000 {
+        for file in server.take_files("some_tool", &answer, None).await {
+            match file {
+                TakenFile::Taken { sha256, .. } => {
+                    assert_ne!(sha256, secret_sha, "attempt {attempt} took the host's file");
+                    taken += 1;
+                }
+                TakenFile::NotTaken { .. } => refused += 1,
+            }
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    swapper.join().expect("the swapper");
+    assert!(
+        taken > 0 && refused > 0,
+        "the race was not exercised: {taken} taken, {refused} refused"
+    );
+    assert!(
+        job.store()
+            .index()
+            .expect("index")
+            .iter()
+            .all(|e| e.sha256 != secret_sha),
+        "nothing of the host's is in the store"
+    );
+    server.close().await;
+}

@@ -109,6 +109,22 @@ fn create_member_file(dir: &Root, name: &OsStr) -> Result<(OsString, File), Stri
     ))
 }
 
+/// How many members the archive's end record states (ZIP64 aside), read from its last
+/// 64 KiB: the ZIP reader keeps one member per name, so more stated than read means
+/// members shadowed by a later one of the same name.
+fn stated_members(file: &File) -> Option<u64> {
+    use std::os::unix::fs::FileExt;
+    let len = file.metadata().ok()?.len();
+    let tail_len = len.min(65_557);
+    let mut tail = vec![0u8; tail_len as usize];
+    file.read_exact_at(&mut tail, len - tail_len).ok()?;
+    let at = tail
+        .windows(4)
+        .rposition(|w| w == [0x50, 0x4b, 0x05, 0x06])?;
+    let count = tail.get(at + 10..at + 12)?;
+    Some(u64::from(u16::from_le_bytes([count[0], count[1]])))
+}
+
 /// What became of one member.
 enum Unpacked {
     File(Value),
@@ -127,6 +143,7 @@ pub(crate) fn unpack(args: &Arguments, ctx: &ToolContext) -> ToolResult {
     let path = args.string("path")?;
     let max_bytes = args.optional_u64("max_bytes")?.unwrap_or(DEFAULT_MAX_BYTES);
     let file = ctx.open(path)?.file;
+    let stated = stated_members(&file);
     let mut archive = zip::ZipArchive::new(file).map_err(|e| {
         ToolFailure::new(
             ErrorCode::UnsupportedFormat,
@@ -139,6 +156,14 @@ pub(crate) fn unpack(args: &Arguments, ctx: &ToolContext) -> ToolResult {
     let mut refused: Vec<Value> = Vec::new();
     let mut remaining = max_bytes;
     let mut stopped = None;
+    if let Some(stated) = stated.filter(|&n| n != 0xffff && n > archive.len() as u64) {
+        let shadowed = stated - archive.len() as u64;
+        refused.push(json!({
+            "name": format!("{shadowed} of the {stated} members"),
+            "reason": "each has the name of a later member; the ZIP reader keeps only the last \
+                       member of a name, so these were not unpacked",
+        }));
+    }
     for index in 0..archive.len() {
         ctx.check_cancelled()?;
         if index >= MAX_MEMBERS {
