@@ -434,7 +434,7 @@ fn stored_zip(members: &[(&str, &[u8])]) -> Vec<u8> {
     for (name, bytes) in members {
         let offset = out.len() as u32;
         let (crc, size, len) = (crc32(bytes), bytes.len() as u32, name.len() as u16);
-        let mut header = |signature: u32, central_entry: bool| {
+        let header = |signature: u32, central_entry: bool| {
             let mut h = Vec::new();
             h.extend_from_slice(&signature.to_le_bytes());
             if central_entry {
