@@ -9,7 +9,12 @@ use serde_json::Value;
 /// In JSON, times are RFC 3339 (millisecond precision) and durations whole microseconds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LedgerEntry {
-    /// The entry's number in its ledger, from 1.
+    /// The [`Ledger`](crate::Ledger) that numbered the entry: a time-ordered unique id, one
+    /// per ledger opened (a process's, say). Empty in entries written before it existed.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub writer: String,
+    /// The entry's number among its writer's, from 1: with `writer`, unique in a file that
+    /// several writers append to.
     pub seq: u64,
     /// The call.
     #[serde(flatten)]

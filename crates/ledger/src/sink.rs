@@ -118,6 +118,8 @@ impl LedgerSink for JsonLinesSink {
             action: "appending",
             source,
         };
+        // One write(2) of the whole line to a file opened O_APPEND: the kernel appends it at
+        // the end as one piece, so lines of several writers to one file never interleave.
         self.file.write_all(&line).map_err(fail)?;
         self.file.flush().map_err(|source| SinkError {
             path: self.path.clone(),

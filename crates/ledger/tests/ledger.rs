@@ -174,7 +174,7 @@ fn identical_failures_are_listed_once_with_their_count() {
 }
 
 #[test]
-fn a_reopened_ledger_numbers_on_and_ends_a_torn_line_first() {
+fn a_reopened_ledger_numbers_under_a_new_writer_and_ends_a_torn_line_first() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("nested/ledger.jsonl");
     let missing = ToolFailure::new(ErrorCode::MissingDependency, "m", None);
@@ -183,14 +183,80 @@ fn a_reopened_ledger_numbers_on_and_ends_a_torn_line_first() {
     bytes.extend_from_slice(br#"{"seq":2,"server":"s""#);
     std::fs::write(&path, &bytes).expect("tear");
     let again = write_all(&path, &[failed("s", "t", missing)]);
-    assert_eq!(again[0].seq, 2);
+    assert_eq!(again[0].seq, 1, "a new writer numbers from 1");
     let file = read_json_lines(&path).expect("reads");
     assert_eq!(
         file.entries.iter().map(|e| e.seq).collect::<Vec<_>>(),
-        [1, 2]
+        [1, 1]
     );
+    assert_ne!(file.entries[0].writer, file.entries[1].writer);
     assert_eq!(file.skipped.len(), 1);
     assert!(!file.skipped[0].torn, "ended with a newline by the reopen");
     let mut sink = JsonLinesSink::open(&path).expect("opens");
     assert!(sink.write(&file.entries[0]).is_ok());
+}
+
+#[test]
+fn several_writers_appending_to_one_file_never_number_two_entries_alike() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("ledger.jsonl");
+    let writers: Vec<_> = (0..4)
+        .map(|_| {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let ledger = maljan_ledger::Ledger::json_lines(&path).expect("opens");
+                for _ in 0..250 {
+                    ledger
+                        .record(failed(
+                            "s",
+                            "t",
+                            ToolFailure::new(ErrorCode::Timeout, "t", None),
+                        ))
+                        .expect("records");
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.join().expect("a writer");
+    }
+    let file = read_json_lines(&path).expect("reads");
+    assert!(
+        file.skipped.is_empty(),
+        "no line was torn or interleaved: {:?}",
+        file.skipped
+    );
+    assert_eq!(file.entries.len(), 1000);
+    let ids: std::collections::HashSet<(&str, u64)> = file
+        .entries
+        .iter()
+        .map(|e| (e.writer.as_str(), e.seq))
+        .collect();
+    assert_eq!(
+        ids.len(),
+        1000,
+        "every entry is told apart by its writer and number"
+    );
+}
+
+#[test]
+fn entries_written_before_writer_ids_are_still_read() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("old.jsonl");
+    std::fs::write(
+        &path,
+        concat!(
+            r#"{"seq":7,"server":"s","tool":"t","arguments":{},"answer":null,"#,
+            r#""outcome":{"status":"ok"},"started_at":"2025-01-01T00:00:00.000Z","#,
+            r#""duration_us":5,"queued_us":0}"#,
+            "\n"
+        ),
+    )
+    .expect("write");
+    let file = read_json_lines(&path).expect("reads");
+    assert!(file.skipped.is_empty(), "{:?}", file.skipped);
+    assert_eq!(
+        (file.entries[0].seq, file.entries[0].writer.as_str()),
+        (7, "")
+    );
 }

@@ -167,7 +167,11 @@ impl Config {
     pub(crate) fn server(&self, name: Option<&str>) -> Result<ServerConfig, CliError> {
         let name = name.unwrap_or(&self.default_server);
         if name.starts_with("http://") || name.starts_with("https://") {
-            return Ok(ServerConfig::http(name, name));
+            // The URL names the server in the ledger and in messages: without its credentials.
+            return Ok(ServerConfig::http(
+                maljan_client::redact_credentials(name),
+                name,
+            ));
         }
         self.servers
             .get(name)

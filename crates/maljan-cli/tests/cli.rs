@@ -258,3 +258,18 @@ fn a_call_to_a_platform_primitive_is_refused_by_name() {
         );
     }
 }
+
+#[test]
+fn credentials_in_a_bare_url_stay_out_of_messages_and_the_ledger() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ledger = dir.path().join("calls.jsonl");
+    // Nothing listens on port 9 of loopback: the call fails, naming the server.
+    let url = "http://ann:hunter2-secret@127.0.0.1:9/mcp";
+    let output = maljan_with_ledger(&["call", url, "file_info", "path=x"], &ledger);
+    assert_eq!(output.status.code(), Some(2));
+    let text = stderr(&output);
+    assert!(text.contains("http://***@127.0.0.1:9/mcp"), "{text}");
+    assert!(!text.contains("hunter2"), "{text}");
+    let recorded = std::fs::read_to_string(&ledger).unwrap_or_default();
+    assert!(!recorded.contains("hunter2"), "{recorded}");
+}

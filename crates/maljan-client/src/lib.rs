@@ -37,6 +37,7 @@ pub use error::ClientError;
 pub use job::{Job, Sample, TakenFile};
 pub use maljan_breaker::{BreakerSettings, BreakerState};
 pub use maljan_ledger::Ledger;
+pub use maljan_mcp_http::redact_credentials;
 pub use maljan_mcp_stdio::{CloseReport, LineCounts, ServerCommand, StdioConfig};
 pub use maljan_staging::SampleMount;
 pub use transfer::{ProgressReporter, TransferProgress};

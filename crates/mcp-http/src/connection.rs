@@ -49,7 +49,7 @@ impl std::fmt::Debug for HttpConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HttpConfig")
             .field("name", &self.name)
-            .field("url", &self.url)
+            .field("url", &crate::redact_credentials(&self.url))
             .field(
                 "headers",
                 &self.headers.iter().map(|(k, _)| k).collect::<Vec<_>>(),
@@ -203,7 +203,7 @@ impl HttpConnection {
     fn unreachable(&self, e: &reqwest::Error) -> HttpError {
         HttpError::Unreachable {
             server: self.server().to_owned(),
-            url: self.inner.config.url.clone(),
+            url: crate::redact_credentials(&self.inner.config.url),
             detail: error_chain(e),
         }
     }
@@ -625,7 +625,7 @@ impl HttpConnection {
     }
 }
 
-/// An error and its causes, one line.
+/// An error and its causes, one line, without credentials a URL in it carried.
 fn error_chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
@@ -634,5 +634,5 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         text.push_str(&s.to_string());
         source = s.source();
     }
-    text
+    crate::redact_credentials(&text)
 }

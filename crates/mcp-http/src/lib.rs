@@ -21,10 +21,12 @@
 
 mod connection;
 mod error;
+mod redact;
 mod sse;
 
 pub use connection::{HttpConfig, HttpConnection, HttpCounts};
 pub use error::HttpError;
+pub use redact::redact_credentials;
 pub use sse::{DEFAULT_MAX_EVENT_BYTES, SseEvent, SseItem, SseParser};
 
 /// Entry points for fuzzing and for replaying fuzz corpora in tests.
