@@ -25,7 +25,7 @@
 mod tools;
 
 use maljan_confine::Root;
-use maljan_sidecar_kit::{HttpOptions, Server, ServerBuilder};
+use maljan_sidecar_kit::{HttpOptions, Server, ServerBuilder, TransferLimits};
 
 /// The server's name in its manifest.
 pub const NAME: &str = "maljan-sidecar";
@@ -33,49 +33,64 @@ pub const NAME: &str = "maljan-sidecar";
 /// Builds the server; tool dependencies are probed now. Its tools read files beneath each
 /// job's directory only.
 pub fn server() -> Server {
-    builder().build()
+    tools().file_transfer().build()
 }
 
-fn builder() -> ServerBuilder {
+/// The analysis tools, before the file primitives.
+fn tools() -> ServerBuilder {
     Server::builder(NAME, env!("CARGO_PKG_VERSION"))
         .tool(tools::file_info_spec(), tools::file_info)
         .tool(tools::strings_spec(), tools::strings)
         .tool(tools::archive_list_spec(), tools::archive_list)
         .tool(tools::unpack_spec(), tools::unpack)
-        .file_transfer()
 }
 
-/// Makes stdio safe, logs to stderr, and serves over stdin/stdout until stdin ends. Tools
-/// read files beneath the job's directory (`MALJAN_JOB_DIR`) and the directories
-/// `MALJAN_ROOTS` names.
-pub async fn serve_stdio() -> std::io::Result<()> {
-    serve_stdio_with(Vec::new()).await
-}
-
-/// [`serve_stdio`], tools also reading files beneath `roots`.
-pub async fn serve_stdio_with(roots: Vec<Root>) -> std::io::Result<()> {
-    let protocol_out = maljan_sidecar_kit::stdio_safe()?;
-    maljan_sidecar_kit::log_to_stderr();
-    with_roots(roots)?
-        .serve(tokio::io::stdin(), tokio::fs::File::from_std(protocol_out))
-        .await
-}
-
-fn with_roots(roots: Vec<Root>) -> std::io::Result<Server> {
-    let mut builder = builder().roots_from_env()?;
+/// The server with other bounds on its transfers, its tools also reading files beneath
+/// `roots` and the directories `MALJAN_ROOTS` names.
+pub fn server_with(roots: Vec<Root>, limits: TransferLimits) -> std::io::Result<Server> {
+    let mut builder = tools().file_transfer_with(limits).roots_from_env()?;
     for root in roots {
         builder = builder.root(root);
     }
     Ok(builder.build())
 }
 
-/// Serves Streamable HTTP on `addr` at `/mcp`, one job directory per session, logging to
-/// stderr, until SIGINT or SIGTERM (then every session's job directory is removed). The
-/// first line on stderr names the endpoint: `listening on http://ADDR/mcp`. Binding
-/// anything but loopback is refused unless `options` name a bearer token.
-pub async fn serve_http(addr: &str, options: HttpOptions, roots: Vec<Root>) -> std::io::Result<()> {
+/// Makes stdio safe, logs to stderr, and serves over stdin/stdout until stdin ends. Tools
+/// read files beneath the job's directory (`MALJAN_JOB_DIR`) and the directories
+/// `MALJAN_ROOTS` names.
+pub async fn serve_stdio() -> std::io::Result<()> {
+    serve_stdio_with(server_with(Vec::new(), TransferLimits::default())?).await
+}
+
+/// [`serve_stdio`] with a server of the caller's (see [`server_with`]).
+pub async fn serve_stdio_with(server: Server) -> std::io::Result<()> {
+    let protocol_out = maljan_sidecar_kit::stdio_safe()?;
     maljan_sidecar_kit::log_to_stderr();
-    let server = with_roots(roots)?;
+    server
+        .serve(tokio::io::stdin(), tokio::fs::File::from_std(protocol_out))
+        .await
+}
+
+/// Serves `server` over Streamable HTTP on `addr` at `/mcp`, one job directory per session,
+/// logging to stderr, until SIGINT or SIGTERM (then every session's job directory is
+/// removed). The first line on stderr names the endpoint: `listening on http://ADDR/mcp`.
+/// Any address but loopback is refused, before it is bound, unless `options` name a bearer
+/// token.
+pub async fn serve_http(addr: &str, options: HttpOptions, server: Server) -> std::io::Result<()> {
+    maljan_sidecar_kit::log_to_stderr();
+    if let Ok(wanted) = addr.parse::<std::net::SocketAddr>()
+        && !wanted.ip().is_loopback()
+        && !options.has_bearer_token()
+    {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "refusing to serve {wanted} without a bearer token: anyone who reaches the \
+                 port could call the tools; name one (--token-file or --token-env) or bind \
+                 127.0.0.1"
+            ),
+        ));
+    }
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
     let shutdown = async {

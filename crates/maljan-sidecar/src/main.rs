@@ -3,10 +3,11 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Parser;
 use maljan_confine::Root;
-use maljan_sidecar_kit::HttpOptions;
+use maljan_sidecar_kit::{HttpOptions, TransferLimits};
 
 /// The server decodes, hashes and encodes multi-MiB file chunks on a pool of blocking
 /// threads: mimalloc reuses those buffers across threads where the system allocator's
@@ -41,6 +42,16 @@ struct Options {
     /// more. Default: any, with a token; loopback names only, on loopback.
     #[arg(long, value_name = "HOST", requires = "http")]
     allowed_host: Vec<String>,
+    /// How many HTTP sessions may be open at once.
+    #[arg(long, value_name = "N", default_value_t = maljan_sidecar_kit::MAX_SESSIONS, requires = "http")]
+    max_sessions: usize,
+    /// How long an HTTP session may go without a request before it ends (and its job
+    /// directory with it), in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = maljan_sidecar_kit::SESSION_IDLE.as_secs(), requires = "http")]
+    session_idle: u64,
+    /// The largest upload accepted, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = maljan_sidecar_kit::MAX_UPLOAD_BYTES)]
+    max_upload_bytes: u64,
     /// A directory whose files tools may read besides the job's; repeat for more.
     #[arg(long, value_name = "DIR")]
     root: Vec<PathBuf>,
@@ -79,19 +90,23 @@ async fn run(options: Options) -> Result<(), String> {
             Root::open(dir).map_err(|e| format!("--root {} cannot be opened: {e}", dir.display()))
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let limits = TransferLimits::default().max_upload_bytes(options.max_upload_bytes);
+    let server = maljan_sidecar::server_with(roots, limits).map_err(|e| e.to_string())?;
     match &options.http {
-        None => maljan_sidecar::serve_stdio_with(roots)
+        None => maljan_sidecar::serve_stdio_with(server)
             .await
             .map_err(|e| e.to_string()),
         Some(addr) => {
-            let mut http = HttpOptions::default();
+            let mut http = HttpOptions::default()
+                .max_sessions(options.max_sessions)
+                .session_idle(Duration::from_secs(options.session_idle));
             if let Some(token) = token(&options)? {
                 http = http.bearer_token(token);
             }
             for host in &options.allowed_host {
                 http = http.allowed_host(host);
             }
-            maljan_sidecar::serve_http(addr, http, roots)
+            maljan_sidecar::serve_http(addr, http, server)
                 .await
                 .map_err(|e| e.to_string())
         }

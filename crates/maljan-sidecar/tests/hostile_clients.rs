@@ -614,3 +614,41 @@ async fn the_client_never_takes_a_file_swapped_for_a_symlink_out_of_the_servers_
     );
     server.close().await;
 }
+
+#[tokio::test]
+async fn writes_never_follow_a_symlink_planted_in_the_job() {
+    let top = tempfile::tempdir().expect("temp dir");
+    let job = top.path().join("job");
+    let outside = top.path().join("outside");
+    std::fs::create_dir_all(&job).expect("job dir");
+    std::fs::create_dir_all(&outside).expect("outside");
+    for planted in ["samples", "unpacked", ".incoming"] {
+        std::os::unix::fs::symlink(&outside, job.join(planted)).expect("symlink");
+    }
+    let archive = stored_zip(&[("member.txt", b"bytes")]);
+    std::fs::write(job.join("a.zip"), archive).expect("archive");
+    let mut sidecar = StdioSidecar::in_job(&job);
+    let content = b"an upload";
+    let sha = format!("{:x}", <sha2::Sha256 as sha2::Digest>::digest(content));
+    let put = sidecar
+        .call(
+            "put_sample",
+            json!({"name": "s.bin", "content_base64": "YW4gdXBsb2Fk", "sha256": sha}),
+        )
+        .await;
+    assert_eq!(code(&put), "tool_failed", "{put}");
+    let begin = sidecar
+        .call(
+            "put_sample_begin",
+            json!({"name": "s.bin", "size": 9, "sha256": sha}),
+        )
+        .await;
+    assert_eq!(code(&begin), "tool_failed", "{begin}");
+    let unpack = sidecar.call("unpack", json!({"path": "a.zip"})).await;
+    assert_eq!(code(&unpack), "tool_failed", "{unpack}");
+    assert_eq!(
+        std::fs::read_dir(&outside).expect("read").count(),
+        0,
+        "nothing was written through the planted links"
+    );
+}

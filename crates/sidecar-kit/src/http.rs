@@ -90,6 +90,11 @@ impl HttpOptions {
         self
     }
 
+    /// Whether a bearer token is required.
+    pub fn has_bearer_token(&self) -> bool {
+        self.token_digest.is_some()
+    }
+
     /// Accepts requests whose `Host` header is `host` (`name` or `name:port`), besides
     /// loopback names when bound to loopback. Once any is named, no other host is accepted.
     pub fn allowed_host(mut self, host: impl Into<String>) -> Self {

@@ -170,6 +170,68 @@ async fn a_failed_or_abandoned_upload_leaves_no_file_behind() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chunks_waiting_for_their_turn_are_bounded_over_all_uploads_and_others_are_answered() {
+    use maljan_sidecar_kit::{
+        MAX_CHUNKS_WAITING, MAX_CHUNKS_WAITING_IN_ALL, MAX_UPLOADS_IN_PROGRESS,
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let job = Job::in_dir(dir.path()).expect("job");
+    let mut client = start_in(Server::builder("t", "1").file_transfer().build(), job);
+    let mut uploads = Vec::new();
+    for n in 0..MAX_UPLOADS_IN_PROGRESS as u64 {
+        uploads.push(upload(&mut client, n + 1, &format!("u{n}"), &[7; 8]).await);
+    }
+    // Every upload gets as many early chunks as it may have waiting: more than the server
+    // lets wait in all.
+    let early = STANDARD.encode([7u8; 4]);
+    let mut id = 100;
+    for upload in &uploads {
+        for _ in 0..MAX_CHUNKS_WAITING {
+            client
+                .send(call(
+                    id,
+                    "put_sample_chunk",
+                    json!({"upload_id": upload, "offset": 4, "content_base64": early}),
+                ))
+                .await;
+            id += 1;
+        }
+    }
+    let sent = MAX_UPLOADS_IN_PROGRESS * MAX_CHUNKS_WAITING;
+    assert!(sent > MAX_CHUNKS_WAITING_IN_ALL);
+    // Those past the bound are refused at once; a call after them is answered while the
+    // others still wait.
+    client.send(call(1000, "capabilities", json!({}))).await;
+    let mut refused = 0;
+    loop {
+        let reply = client.receive().await;
+        if reply["id"] == 1000 {
+            break;
+        }
+        let message = reply["result"]["structuredContent"]["error"]["message"].to_string();
+        assert!(
+            message.contains("already wait for their turn on this server"),
+            "{reply}"
+        );
+        refused += 1;
+    }
+    assert_eq!(refused, sent - MAX_CHUNKS_WAITING_IN_ALL);
+    // Finishing the uploads releases the chunks that wait.
+    for (n, upload) in uploads.iter().enumerate() {
+        client
+            .send(call(
+                2000 + n as u64,
+                "put_sample_finish",
+                json!({"upload_id": upload}),
+            ))
+            .await;
+    }
+    for _ in 0..MAX_CHUNKS_WAITING_IN_ALL + uploads.len() {
+        client.receive().await;
+    }
+}
+
 /// A server whose one tool says it started, loops until its call is cancelled, then says
 /// it stopped.
 fn looping_server(events: mpsc::Sender<&'static str>) -> Server {
