@@ -62,6 +62,19 @@ fn ci() -> Result<(), String> {
         ],
         &[],
     )?;
+    // The stdout classifier alone (as the server kit uses it): no tokio, no process code.
+    cargo(
+        &[
+            "clippy",
+            "-p",
+            "maljan-mcp-stdio",
+            "--no-default-features",
+            "--",
+            "-D",
+            "warnings",
+        ],
+        &[],
+    )?;
     cargo(&["test", "--workspace", "--no-fail-fast"], &[])?;
     cargo(
         &["doc", "--workspace", "--no-deps"],

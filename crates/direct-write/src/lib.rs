@@ -246,14 +246,14 @@ impl AlignedBlock {
 /// takes no direct I/O.
 #[cfg(target_os = "linux")]
 fn set_direct(file: &File, on: bool) -> io::Result<()> {
-    use nix::fcntl::{FcntlArg, OFlag, fcntl};
-    let flags = OFlag::from_bits_truncate(fcntl(file, FcntlArg::F_GETFL)?);
+    use rustix::fs::{OFlags, fcntl_getfl, fcntl_setfl};
+    let flags = fcntl_getfl(file)?;
     let flags = if on {
-        flags | OFlag::O_DIRECT
+        flags | OFlags::DIRECT
     } else {
-        flags - OFlag::O_DIRECT
+        flags - OFlags::DIRECT
     };
-    fcntl(file, FcntlArg::F_SETFL(flags))?;
+    fcntl_setfl(file, flags)?;
     Ok(())
 }
 

@@ -505,17 +505,12 @@ async fn unpack_writes_every_member_it_can_and_reports_each_refusal() {
             )
         })
         .collect();
-    assert_eq!(refused.len(), 3, "{refused:?}");
-    assert_eq!(refused[0].0, "1 of the 9 members");
+    assert_eq!(refused.len(), 2, "{refused:?}");
+    assert_eq!(refused[0].0, ".");
+    assert!(refused[0].1.contains("names no file"), "{refused:?}");
+    assert_eq!(refused[1].0, "x/y");
     assert!(
-        refused[0].1.contains("name of a later member"),
-        "{refused:?}"
-    );
-    assert_eq!(refused[1].0, ".");
-    assert!(refused[1].1.contains("names no file"), "{refused:?}");
-    assert_eq!(refused[2].0, "x/y");
-    assert!(
-        refused[2].1.contains("clashes with an earlier member"),
+        refused[1].1.contains("clashes with an earlier member"),
         "{refused:?}"
     );
     let files = answer["files"].as_array().expect("files");
@@ -537,6 +532,8 @@ async fn unpack_writes_every_member_it_can_and_reports_each_refusal() {
         ("dup.txt", b"the second"),
         ("d (2)", b"a file named as the directory"),
         ("last.txt", b"still written"),
+        // The member the ZIP reader shadows under the later one's name, read after.
+        ("dup.txt (2)", b"the first"),
     ]
     .iter()
     .map(|(n, b)| ((*n).to_owned(), b.to_vec()))
@@ -548,7 +545,7 @@ async fn unpack_writes_every_member_it_can_and_reports_each_refusal() {
         .collect();
     assert_eq!(
         kept.len(),
-        1,
+        2,
         "a member kept under another name says so: {files:?}"
     );
 }

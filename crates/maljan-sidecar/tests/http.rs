@@ -78,6 +78,15 @@ async fn over_http_a_staged_sample_is_unpacked_and_a_member_taken_back() {
         answer.failure().map(|f| f.code.as_str()),
         Some("no_such_file")
     );
+    // The host's files are not the session's: refused over HTTP as over stdio.
+    let refused = server
+        .call("strings", json!({"path": "/etc/passwd"}))
+        .await
+        .expect("call");
+    assert_eq!(
+        refused.failure().map(|f| f.code.as_str()),
+        Some("bad_argument")
+    );
 
     let archive = dir.path().join("sample.zip");
     let mut writer = zip::ZipWriter::new(std::fs::File::create(&archive).expect("create"));

@@ -67,13 +67,15 @@ pub fn classify_stream(data: &[u8]) {
 }
 
 fn run(script: Script, pieces: &[&[u8]]) -> LineCounts {
-    let mut classifier = LineClassifier::new(ClassifierConfig {
+    let config = ClassifierConfig {
         max_line_bytes: script.max_line_bytes,
         ..ClassifierConfig::default()
-    });
-    if !script.window_open {
-        classifier.close_setup_window();
-    }
+    };
+    let mut classifier = if script.window_open {
+        LineClassifier::in_setup(config)
+    } else {
+        LineClassifier::new(config)
+    };
     classifier.set_batches_allowed(script.batches_allowed);
     let mut finished = false;
     let mut last = LineCounts::default();

@@ -12,9 +12,9 @@
 //!   explicitly with [`Connection::close`] (stdin closed, grace, SIGTERM, grace, SIGKILL).
 //!
 //! ```
-//! use maljan_mcp_stdio::{Event, LineClassifier};
+//! use maljan_mcp_stdio::{ClassifierConfig, Event, LineClassifier};
 //!
-//! let mut classifier = LineClassifier::default();
+//! let mut classifier = LineClassifier::in_setup(ClassifierConfig::default());
 //! // During setup, an answer glued behind a progress bar is read out.
 //! classifier.handle_bytes(b"Downloading 50%\r{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n");
 //! let events: Vec<Event> = std::iter::from_fn(|| classifier.poll_event()).collect();
@@ -38,12 +38,14 @@
 
 mod classifier;
 pub mod fuzzing;
+#[cfg(feature = "transport")]
 mod transport;
 
 pub use classifier::{
     ClassifierConfig, DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_STATEMENTS, EXCERPT_CHARS, Event,
     Excerpt, LineClassifier, LineCounts, ReadRoom, SetupWindow,
 };
+#[cfg(feature = "transport")]
 pub use transport::{
     CloseReport, Connection, EndsSetup, PendingRequest, Reply, STDERR_TAIL_BYTES,
     STDERR_TAIL_LINES, ServerCommand, SpawnError, StdioConfig, StoppedBy, TransportError,

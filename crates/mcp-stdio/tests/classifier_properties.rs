@@ -66,10 +66,11 @@ fn classify(
     cuts: &[usize],
     window_open: bool,
 ) -> (Vec<String>, Vec<String>, LineCounts) {
-    let mut classifier = LineClassifier::new(ClassifierConfig::default());
-    if !window_open {
-        classifier.close_setup_window();
-    }
+    let mut classifier = if window_open {
+        LineClassifier::in_setup(ClassifierConfig::default())
+    } else {
+        LineClassifier::new(ClassifierConfig::default())
+    };
     let mut events = Vec::new();
     let mut messages = Vec::new();
     let mut drain = |c: &mut LineClassifier| {
@@ -101,10 +102,11 @@ fn classify_read_in_place(
     window_open: bool,
 ) -> (Vec<String>, LineCounts) {
     use tokio::io::AsyncReadExt;
-    let mut classifier = LineClassifier::new(ClassifierConfig::default());
-    if !window_open {
-        classifier.close_setup_window();
-    }
+    let mut classifier = if window_open {
+        LineClassifier::in_setup(ClassifierConfig::default())
+    } else {
+        LineClassifier::new(ClassifierConfig::default())
+    };
     let mut events = Vec::new();
     let mut stdout = bytes;
     for size in sizes.iter().map(|s| 1 + s % 64).cycle() {

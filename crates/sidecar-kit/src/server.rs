@@ -347,7 +347,6 @@ impl Server {
         let config = ClassifierConfig::default();
         let max_line_bytes = config.max_line_bytes;
         let mut classifier = LineClassifier::new(config);
-        classifier.close_setup_window();
         loop {
             let read = reader
                 .read_buf(&mut classifier.read_room(READ_BYTES).buf())
@@ -573,16 +572,14 @@ impl Server {
             );
             return tool_reply(&id, Err(failure), &name);
         }
-        let context = ToolContext {
-            tool: name.clone(),
-            dependency: match &tool.dependency {
-                Some(Ok(found)) => Some(found.clone()),
-                _ => None,
-            },
-            job,
-            roots: self.roots.clone(),
-            cancellation,
+        let dependency = match &tool.dependency {
+            Some(Ok(found)) => Some(found.clone()),
+            _ => None,
         };
+        let context = ToolContext::for_job(name.clone(), job)
+            .with_dependency(dependency)
+            .reading(self.roots.clone())
+            .cancelled_by(cancellation);
         let outcome = match (call, &tool.chunk_handler) {
             (ToolCall::Chunk { chunk, .. }, Some(chunk_handler)) => {
                 std::panic::catch_unwind(AssertUnwindSafe(|| chunk_handler(&chunk, &context)))

@@ -1,9 +1,6 @@
 use std::fs::File;
 use std::io;
 
-use nix::fcntl::{FcntlArg, FdFlag, fcntl};
-use nix::unistd::{dup, dup2_stdout};
-
 /// Makes stdout safe for the protocol, first of all.
 ///
 /// Returns a private duplicate of stdout for protocol output only, then points fd 1 at
@@ -19,8 +16,7 @@ use nix::unistd::{dup, dup2_stdout};
 /// # drop(protocol_out);
 /// ```
 pub fn stdio_safe() -> io::Result<File> {
-    let protocol = dup(io::stdout())?;
-    fcntl(&protocol, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))?;
-    dup2_stdout(io::stderr())?;
+    let protocol = rustix::io::fcntl_dupfd_cloexec(io::stdout(), 0)?;
+    rustix::stdio::dup2_stdout(io::stderr())?;
     Ok(File::from(protocol))
 }

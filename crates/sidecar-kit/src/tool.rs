@@ -149,8 +149,8 @@ pub struct ToolContext {
     /// The job the call belongs to: where the tool writes its files.
     pub job: Arc<Job>,
     /// The directories besides the job's whose files the server reads.
-    pub(crate) roots: Arc<[Root]>,
-    pub(crate) cancellation: Cancellation,
+    roots: Arc<[Root]>,
+    cancellation: Cancellation,
 }
 
 impl ToolContext {
@@ -164,6 +164,21 @@ impl ToolContext {
             roots: Arc::new([]),
             cancellation: Cancellation::default(),
         }
+    }
+
+    pub(crate) fn with_dependency(mut self, found: Option<String>) -> Self {
+        self.dependency = found;
+        self
+    }
+
+    pub(crate) fn reading(mut self, roots: Arc<[Root]>) -> Self {
+        self.roots = roots;
+        self
+    }
+
+    pub(crate) fn cancelled_by(mut self, cancellation: Cancellation) -> Self {
+        self.cancellation = cancellation;
+        self
     }
 
     /// Opens a file a client named, beneath the server's roots: a relative path in the

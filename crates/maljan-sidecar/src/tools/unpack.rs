@@ -1,6 +1,7 @@
+use std::collections::HashSet;
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::{BufReader, Read, Seek, Write};
 use std::path::Path;
 
 use maljan_confine::{Refusal, Root};
@@ -144,6 +145,8 @@ pub(crate) fn unpack(args: &Arguments, ctx: &ToolContext) -> ToolResult {
     let max_bytes = args.optional_u64("max_bytes")?.unwrap_or(DEFAULT_MAX_BYTES);
     let file = ctx.open(path)?.file;
     let stated = stated_members(&file);
+    // The same open file (no second lookup by name), for the pass over local headers.
+    let again = file.try_clone().map_err(failed)?;
     let mut archive = zip::ZipArchive::new(file).map_err(|e| {
         ToolFailure::new(
             ErrorCode::UnsupportedFormat,
@@ -151,65 +154,136 @@ pub(crate) fn unpack(args: &Arguments, ctx: &ToolContext) -> ToolResult {
             Some("pass a ZIP archive".to_owned()),
         )
     })?;
-    let out = output_dir(ctx.job.root(), path)?;
-    let mut files: Vec<Value> = Vec::new();
-    let mut refused: Vec<Value> = Vec::new();
-    let mut remaining = max_bytes;
-    let mut stopped = None;
-    if let Some(stated) = stated.filter(|&n| n != 0xffff && n > archive.len() as u64) {
-        let shadowed = stated - archive.len() as u64;
-        refused.push(json!({
-            "name": format!("{shadowed} of the {stated} members"),
-            "reason": "each has the name of a later member; the ZIP reader keeps only the last \
-                       member of a name, so these were not unpacked",
-        }));
-    }
+    let mut report = Report {
+        out: output_dir(ctx.job.root(), path)?,
+        files: Vec::new(),
+        refused: Vec::new(),
+        stopped: None,
+        remaining: max_bytes,
+        max_bytes,
+        members: 0,
+    };
     for index in 0..archive.len() {
         ctx.check_cancelled()?;
-        if index >= MAX_MEMBERS {
-            stopped = Some(format!("stopped after {MAX_MEMBERS} members"));
+        let member = archive.by_index(index);
+        if !report.take(member, index, ctx) {
             break;
         }
-        let mut member = match archive.by_index(index) {
+    }
+    if report.stopped.is_none() && stated.is_some_and(|n| n != 0xffff && n > archive.len() as u64) {
+        unpack_shadowed(&mut archive, again, &mut report, ctx)?;
+    }
+    Ok(json!({
+        "path": path,
+        "directory": report.out.path().display().to_string(),
+        "count": report.files.len(),
+        "files": report.files,
+        "refused": report.refused,
+        "stopped": report.stopped,
+    }))
+}
+
+/// What an unpack wrote, refused and why it stopped, as it goes.
+struct Report {
+    out: Root,
+    files: Vec<Value>,
+    refused: Vec<Value>,
+    stopped: Option<String>,
+    remaining: u64,
+    max_bytes: u64,
+    members: usize,
+}
+
+impl Report {
+    /// Unpacks one member (or records why not); `false` once nothing more is to be unpacked.
+    fn take<R: Read>(
+        &mut self,
+        member: zip::result::ZipResult<zip::read::ZipFile<'_, R>>,
+        index: usize,
+        ctx: &ToolContext,
+    ) -> bool {
+        if self.members >= MAX_MEMBERS {
+            self.stopped = Some(format!("stopped after {MAX_MEMBERS} members"));
+            return false;
+        }
+        self.members += 1;
+        let mut member = match member {
             Ok(member) => member,
             Err(e) => {
-                refused.push(json!({"name": format!("member {index}"),
+                self.refused.push(json!({"name": format!("member {index}"),
                     "reason": format!("it cannot be read: {e}")}));
-                continue;
+                return true;
             }
         };
         let name = match member.name() {
             Ok(name) => name.into_owned(),
             Err(e) => {
-                refused.push(json!({"name": format!("member {index}"),
+                self.refused.push(json!({"name": format!("member {index}"),
                     "reason": format!("its name is unreadable: {e}")}));
-                continue;
+                return true;
             }
         };
-        match unpack_member(&mut member, &name, &out, &mut remaining, ctx) {
-            Unpacked::File(entry) => files.push(entry),
+        match unpack_member(&mut member, &name, &self.out, &mut self.remaining, ctx) {
+            Unpacked::File(entry) => self.files.push(entry),
             Unpacked::Directory => {}
-            Unpacked::Refused(reason) => refused.push(json!({"name": name, "reason": reason})),
+            Unpacked::Refused(reason) => {
+                self.refused.push(json!({"name": name, "reason": reason}));
+            }
             Unpacked::OverLimit => {
-                stopped = Some(format!(
-                    "stopped at {name}: more than {max_bytes} bytes unpacked"
+                self.stopped = Some(format!(
+                    "stopped at {name}: more than {} bytes unpacked",
+                    self.max_bytes
                 ));
-                break;
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// Unpacks the members the ZIP reader shadows (an earlier member of a name a later one has
+/// too: it keeps the last), reading the archive's local headers in order; each is kept under
+/// a distinct name, and one that cannot be read so is reported.
+fn unpack_shadowed(
+    archive: &mut zip::ZipArchive<File>,
+    file: File,
+    report: &mut Report,
+    ctx: &ToolContext,
+) -> Result<(), ToolFailure> {
+    let kept: HashSet<u64> = (0..archive.len())
+        .filter_map(|i| archive.by_index_raw(i).ok().map(|m| m.header_start()))
+        .collect();
+    let mut stream = BufReader::new(file);
+    stream.rewind().map_err(failed)?;
+    let mut shadowed_seen = 0usize;
+    loop {
+        ctx.check_cancelled()?;
+        let at = stream.stream_position().map_err(failed)?;
+        match zip::read::read_zipfile_from_stream(&mut stream) {
+            Ok(Some(member)) if kept.contains(&at) => drop(member),
+            Ok(Some(member)) => {
+                shadowed_seen += 1;
+                if !report.take(Ok(member), shadowed_seen, ctx) {
+                    return Ok(());
+                }
+            }
+            Ok(None) => return Ok(()),
+            Err(e) => {
+                report.refused.push(json!({
+                    "name": format!("members after the {shadowed_seen} shadowed ones read"),
+                    "reason": format!(
+                        "members shadowed by a later one of the same name could not be read \
+                         in order: {e}"
+                    ),
+                }));
+                return Ok(());
             }
         }
     }
-    Ok(json!({
-        "path": path,
-        "directory": out.path().display().to_string(),
-        "count": files.len(),
-        "files": files,
-        "refused": refused,
-        "stopped": stopped,
-    }))
 }
 
-fn unpack_member(
-    member: &mut zip::read::ZipFile<'_, File>,
+fn unpack_member<R: Read>(
+    member: &mut zip::read::ZipFile<'_, R>,
     name: &str,
     out: &Root,
     remaining: &mut u64,
@@ -286,6 +360,87 @@ fn unpack_member(
         Err(reason) => {
             discard();
             Unpacked::Refused(reason)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::path::Path;
+
+    use maljan_sidecar_kit::{Arguments, Job, ToolContext};
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    /// Member names made of the pieces that lead out of a directory or clash.
+    fn name() -> impl Strategy<Value = String> {
+        prop::collection::vec(
+            prop_oneof![
+                Just(".."),
+                Just("."),
+                Just(""),
+                Just("a"),
+                Just("b"),
+                Just("C:"),
+                Just("\\"),
+                Just("..\\x"),
+            ],
+            1..5,
+        )
+        .prop_map(|pieces| pieces.join("/"))
+    }
+
+    /// Every regular file and directory beneath `dir`, without following symlinks.
+    fn everything_beneath(dir: &Path, found: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).expect("read") {
+            let path = entry.expect("entry").path();
+            found.push(path.clone());
+            if std::fs::symlink_metadata(&path).expect("meta").is_dir() {
+                everything_beneath(&path, found);
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+
+        #[test]
+        fn whatever_the_members_nothing_lands_outside_the_output_and_each_is_accounted_for(
+            members in prop::collection::vec((name(), prop::collection::vec(any::<u8>(), 0..64)), 0..10),
+        ) {
+            let top = tempfile::tempdir().expect("temp dir");
+            let job_dir = top.path().join("job");
+            std::fs::create_dir_all(&job_dir).expect("job");
+            let mut writer = zip::ZipWriter::new(std::fs::File::create(job_dir.join("a.zip")).expect("zip"));
+            let options = zip::write::SimpleFileOptions::default()
+                .compression_method(zip::CompressionMethod::Stored);
+            let mut written = Vec::new();
+            for (name, bytes) in &members {
+                if writer.start_file(name.as_str(), options).is_ok() {
+                    writer.write_all(bytes).expect("member");
+                    written.push(name.clone());
+                }
+            }
+            writer.finish().expect("archive");
+            let ctx = ToolContext::for_job("unpack", Job::in_dir(&job_dir).expect("job"));
+            let args = Arguments::new(json!({"path": "a.zip"}).as_object().expect("object").clone());
+            let answer = super::unpack(&args, &ctx).expect("an unpack never fails for a member");
+            let out = Path::new(answer["directory"].as_str().expect("a directory")).to_owned();
+            let mut found = Vec::new();
+            everything_beneath(top.path(), &mut found);
+            for path in &found {
+                prop_assert!(
+                    path.starts_with(&out) || path == &job_dir.join("a.zip")
+                        || out.starts_with(path),
+                    "{} is outside {}", path.display(), out.display()
+                );
+            }
+            let files = answer["files"].as_array().expect("files").len();
+            let refused = answer["refused"].as_array().expect("refused").len();
+            let directories = written.iter().filter(|n| n.ends_with(['/', '\\'])).count();
+            prop_assert!(files + refused <= written.len());
+            prop_assert!(files + refused + directories >= written.len(), "{answer}");
         }
     }
 }

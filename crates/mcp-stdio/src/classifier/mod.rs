@@ -173,8 +173,17 @@ impl Default for LineClassifier {
 }
 
 impl LineClassifier {
-    /// A classifier with its setup window open.
+    /// A classifier with its setup window closed: nothing is ever salvaged. For any reader
+    /// of a peer's lines but a client setting a server up (a server reading its stdin, say).
     pub fn new(config: ClassifierConfig) -> Self {
+        let mut classifier = Self::in_setup(config);
+        classifier.window = SetupWindow::Closed;
+        classifier
+    }
+
+    /// A classifier for a client setting a server up: its setup window open until
+    /// [`close_setup_window`](Self::close_setup_window) (SPEC §2).
+    pub fn in_setup(config: ClassifierConfig) -> Self {
         LineClassifier {
             config,
             utf8: Utf8Stream::default(),

@@ -32,10 +32,10 @@ fn drain(c: &mut LineClassifier, seen: &mut Seen) {
 }
 
 fn run_with(config: ClassifierConfig, window: SetupWindow, chunks: &[&[u8]]) -> (Seen, LineCounts) {
-    let mut c = LineClassifier::new(config);
-    if window == SetupWindow::Closed {
-        c.close_setup_window();
-    }
+    let mut c = match window {
+        SetupWindow::Open => LineClassifier::in_setup(config),
+        SetupWindow::Closed => LineClassifier::new(config),
+    };
     let mut seen = Seen::default();
     for chunk in chunks {
         c.handle_bytes(chunk);
@@ -208,7 +208,6 @@ fn a_line_at_the_cap_is_read_and_one_byte_over_is_discarded() {
 fn an_oversized_line_is_discarded_in_pieces_and_the_next_line_read() {
     let cap = 1024;
     let mut c = LineClassifier::new(capped(cap));
-    c.close_setup_window();
     let mut seen = Seen::default();
     let piece = vec![b'x'; 4096];
     for _ in 0..256 {
@@ -291,7 +290,12 @@ fn control_characters_in_the_stray_excerpt_are_escaped() {
 
 #[test]
 fn the_window_closes_for_good() {
-    let mut c = LineClassifier::default();
+    assert_eq!(
+        LineClassifier::default().setup_window(),
+        SetupWindow::Closed,
+        "a classifier salvages nothing unless it is made for a client's setup"
+    );
+    let mut c = LineClassifier::in_setup(ClassifierConfig::default());
     assert_eq!(c.setup_window(), SetupWindow::Open);
     c.close_setup_window();
     assert_eq!(c.setup_window(), SetupWindow::Closed);

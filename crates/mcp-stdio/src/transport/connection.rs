@@ -520,7 +520,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
     notifications: mpsc::Sender<Notification>,
 ) {
     let _panic_guard = FailPendingOnPanic(&shared);
-    let mut classifier = LineClassifier::new(config.classifier);
+    let mut classifier = LineClassifier::in_setup(config.classifier);
     loop {
         // The room hands what was read to the classifier as it goes, at the end of this
         // statement.
