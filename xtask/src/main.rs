@@ -1,16 +1,19 @@
 //! The workspace's tasks, run as `cargo xtask TASK`.
 //!
-//! - `ci`: everything CI checks, in order: test programs, formatting, clippy with warnings
+//! - `ci`: everything CI checks, in order: test programs, formatting, the README's crate
+//!   graph against the manifests, clippy with warnings
 //!   denied, the tests (fuzz corpora replayed among them), the docs with warnings denied,
 //!   the interop tests, then a short real fuzz run of each target when a nightly toolchain
 //!   is present.
 //! - `fuzz [TARGET] [--time SECONDS]`: runs fuzz targets on nightly (all by default, 60 s
 //!   each), installing cargo-fuzz when it is missing.
 //! - `bench`: the criterion benchmarks.
+//! - `graph`: checks the README's crate graph against the manifests.
 //! - `interop`: installs `@modelcontextprotocol/server-everything` (npm) and the Python
 //!   `mcp` SDK into `target/interop`, then runs our client against them over stdio and
 //!   Streamable HTTP; it says what it skipped when node/npm or python are missing.
 
+mod crate_graph;
 mod fuzz;
 mod interop;
 
@@ -24,8 +27,9 @@ fn main() -> ExitCode {
         Some("fuzz") => fuzz::run_from_args(&args[1..]),
         Some("bench") => cargo(&["bench", "--workspace"], &[]),
         Some("interop") => interop::run_interop(),
+        Some("graph") => crate_graph::check(),
         Some(other) => Err(format!(
-            "unknown task {other:?}; the tasks are: ci, fuzz, bench"
+            "unknown task {other:?}; the tasks are: ci, fuzz, bench, interop, graph"
         )),
         None => {
             Err("name a task: cargo xtask ci | fuzz [TARGET] [--time SECONDS] | bench".to_owned())
@@ -51,6 +55,7 @@ pub(crate) fn root() -> PathBuf {
 fn ci() -> Result<(), String> {
     ensure_test_programs()?;
     cargo(&["fmt", "--all", "--", "--check"], &[])?;
+    crate_graph::check()?;
     cargo(
         &[
             "clippy",

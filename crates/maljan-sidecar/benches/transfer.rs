@@ -2,9 +2,8 @@
 //! limit measured in the same run, before and after the transfers: sha256 plus base64
 //! decoding of the same bytes. Each transfer goes where the file is not yet, as in a job.
 //!
-//! The limit is measured on both sides because this machine's speed drifts over minutes
-//! (the limit alone has read 665 to 846 MiB/s on different runs): a transfer is compared
-//! with the limit next to it.
+//! The limit is measured on both sides because a machine's speed can drift over minutes: a
+//! transfer is compared with the limit next to it.
 //!
 //! The upload is the job's sample, as the client stages it: its digest was taken when it
 //! was copied into the job, so it is announced without a first read (the same goes for a

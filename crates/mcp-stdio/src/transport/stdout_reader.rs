@@ -4,8 +4,8 @@
 //! several MiB, checked as UTF-8 and as JSON, its result copied out. A spawned server's
 //! stdout is read on a thread of its own: the work does not hold up a runtime worker, and
 //! its large buffers are allocated by that one thread (the system allocator keeps an arena
-//! per thread, and a reader moving between workers leaves freed multi-MiB buffers in each;
-//! measured, a client's peak memory over many transfers fell from 55 to 44 MiB). Any other
+//! per thread, and a reader moving between workers leaves freed multi-MiB buffers in each,
+//! which raises the client's peak memory over many transfers). Any other
 //! reader (an in-memory stream, say) is read by a task on the runtime, which then also
 //! sees the work when its clock is paused.
 

@@ -12,7 +12,7 @@ pub const CHUNK_BYTES: u64 = 4 * 1024 * 1024;
 const CHUNKS_IN_FLIGHT: usize = 2;
 /// How many chunk buffers go round between decoding and the file's writer: one is enough,
 /// as a chunk is written while the next answer is read and parsed (a second was no faster
-/// and raised the client's peak by 4 to 9 MiB).
+/// and raised the client's peak memory).
 const WRITE_BUFFERS: usize = 1;
 
 /// Downloads a file a server wrote through its `get_file` tool into the artefact store.
