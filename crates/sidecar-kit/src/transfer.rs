@@ -1,7 +1,7 @@
 //! The platform primitives for moving files: `put_sample` (single and chunked) and
 //! `get_file`. They store only into, and serve only from, the job's directory.
 
-use std::os::unix::fs::FileExt;
+use std::io::{Read, Seek, SeekFrom};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -527,12 +527,16 @@ fn get_file(args: &Arguments, ctx: &ToolContext) -> ToolResult {
         .map_err(|e| failed(format!("reading {named}: {e}")))?;
     let take = length.min(size.saturating_sub(offset));
     let mut bytes = BUFFERS.take(take as usize);
-    bytes.resize(take as usize, 0);
-    let read = read_full_at(file, &mut bytes, offset)
+    // The descriptor is this call's own (opened above): seeking it moves no one else.
+    let mut reader = file;
+    reader
+        .seek(SeekFrom::Start(offset))
+        .and_then(|_| reader.take(take).read_to_end(&mut bytes))
         .map_err(|e| failed(format!("reading {named}: {e}")))?;
-    if read as u64 != take {
+    if bytes.len() as u64 != take {
         return Err(failed(format!(
-            "{named} shrank while it was read: {read} bytes at offset {offset}, not {take}"
+            "{named} shrank while it was read: {} bytes at offset {offset}, not {take}",
+            bytes.len()
         )));
     }
     let mut content = BUFFERS.take_string(bytes.len().div_ceil(3) * 4);
@@ -542,20 +546,6 @@ fn get_file(args: &Arguments, ctx: &ToolContext) -> ToolResult {
     // Moved in: `json!` would copy the chunk's base64 (and leave the kept buffer unused).
     answer["content_base64"] = Value::String(content);
     Ok(answer)
-}
-
-/// Reads into `buf` from `offset` until it is full or the file ends; how many bytes came.
-fn read_full_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
-    let mut done = 0;
-    while done < buf.len() {
-        match file.read_at(&mut buf[done..], offset + done as u64) {
-            Ok(0) => break,
-            Ok(n) => done += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(done)
 }
 
 impl ServerBuilder {
