@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use maljan_client::{Job, Ledger, ServerConnection, ServerTransport};
+use maljan_client::{ConnectionContext, Job, Ledger, ServerConnection, ServerTransport};
 use serde_json::{Value, json};
 
 use crate::config::Config;
@@ -103,7 +103,9 @@ pub(crate) async fn run(
         options.stage = local_file_argument(&arguments);
     }
     let ledger_path = options.ledger.unwrap_or_else(ledger_file::default_path);
-    config.settings.ledger = Arc::new(Ledger::json_lines(&ledger_path).map_err(CliError::Ledger)?);
+    let mut context = ConnectionContext::default().with_ledger(Arc::new(
+        Ledger::json_lines(&ledger_path).map_err(CliError::Ledger)?,
+    ));
     if let Some(t) = options.timeout {
         config.settings.default_timeout =
             Duration::try_from_secs_f64(t).map_err(|_| CliError::BadArgument {
@@ -134,10 +136,15 @@ pub(crate) async fn run(
             });
         }
     }
-    config.settings.job = job.clone();
-    config.settings.progress = progress::terminal_reporter();
+    if let Some(job) = &job {
+        context = context.with_job(job.clone());
+    }
+    if let Some(reporter) = progress::terminal_reporter() {
+        context = context.with_progress(reporter);
+    }
 
-    let connection = ServerConnection::connect(&server_config, config.settings.clone()).await?;
+    let connection =
+        ServerConnection::connect(&server_config, config.settings.clone(), context).await?;
     if options.card {
         match options.format {
             Format::Json => print_json(&connection.card()?),

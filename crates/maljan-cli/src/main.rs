@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use maljan_client::ServerConnection;
+use maljan_client::{ConnectionContext, ServerConnection};
 
 use crate::config::Config;
 use crate::error::CliError;
@@ -99,7 +99,12 @@ async fn main() -> ExitCode {
 
 async fn connect(config: &Config, server: Option<&str>) -> Result<ServerConnection, CliError> {
     let server_config = config.server(server)?;
-    Ok(ServerConnection::connect(&server_config, config.settings.clone()).await?)
+    Ok(ServerConnection::connect(
+        &server_config,
+        config.settings.clone(),
+        ConnectionContext::default(),
+    )
+    .await?)
 }
 
 fn print_json<T: serde::Serialize>(value: &T) {

@@ -5,15 +5,15 @@
 #![allow(missing_docs)]
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use maljan_client::{ClientSettings, ServerConnection, StdioConfig};
+use maljan_client::{ClientSettings, ConnectionContext, ServerConnection, StdioConfig};
 use maljan_mcp_proto::jsonrpc::{DecodedLine, Message, decode_line};
-use maljan_mcp_stdio::Connection;
+use maljan_mcp_stdio::StdioTransport;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::runtime::Runtime;
 
 /// An in-memory server answering every request at once.
-fn in_memory_connection() -> Connection {
+fn in_memory_connection() -> StdioTransport {
     let (client, server) = tokio::io::duplex(1 << 16);
     let (client_read, client_write) = tokio::io::split(client);
     tokio::spawn(async move {
@@ -44,14 +44,18 @@ fn in_memory_connection() -> Connection {
             }
         }
     });
-    Connection::over(client_read, client_write, StdioConfig::named("bench"))
+    StdioTransport::over(client_read, client_write, StdioConfig::named("bench"))
 }
 
 fn bench(c: &mut Criterion) {
     let runtime = Runtime::new().expect("a runtime");
     let bare = runtime.block_on(async { in_memory_connection() });
     let server = runtime.block_on(async {
-        let server = ServerConnection::over(in_memory_connection(), ClientSettings::default());
+        let server = ServerConnection::over(
+            in_memory_connection(),
+            ClientSettings::default(),
+            ConnectionContext::default(),
+        );
         server.setup().await.expect("set up");
         server
     });

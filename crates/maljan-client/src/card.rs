@@ -1,6 +1,6 @@
 use maljan_mcp_proto::maljan::{CapabilityManifest, is_platform_primitive};
 use maljan_mcp_proto::mcp::Implementation;
-use maljan_mcp_stdio::LineCounts;
+use maljan_mcp_transport::TransportCounts;
 use serde::Serialize;
 
 use crate::ServerSetup;
@@ -28,7 +28,7 @@ pub struct ServerCard {
     /// How the server is reached: `stdio` or `http`.
     pub transport: &'static str,
     /// What the server's stdout (or, over HTTP, its replies) held so far.
-    pub stdout: LineCounts,
+    pub stdout: TransportCounts,
 }
 
 /// A tool on the card.
@@ -62,7 +62,7 @@ impl ServerCard {
         server: &str,
         setup: &ServerSetup,
         transport: &'static str,
-        stdout: LineCounts,
+        stdout: TransportCounts,
     ) -> ServerCard {
         let manifest = setup.manifest.as_ref();
         let tools = &setup.tools;

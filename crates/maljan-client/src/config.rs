@@ -1,13 +1,9 @@
-use std::sync::Arc;
 use std::time::Duration;
 
 use maljan_breaker::BreakerSettings;
-use maljan_ledger::Ledger;
 use maljan_mcp_proto::mcp::Implementation;
 use maljan_mcp_stdio::{ServerCommand, StdioConfig};
 use maljan_staging::SampleMount;
-
-use crate::{Job, ProgressReporter};
 
 /// How to reach a server.
 #[derive(Debug, Clone)]
@@ -79,8 +75,10 @@ impl ServerConfig {
     }
 }
 
-/// The client's own settings.
+/// The client's own settings: plain values, no live collaborators (those are a
+/// [`ConnectionContext`](crate::ConnectionContext)).
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ClientSettings {
     /// How long a call waits when the manifest's `timeout_s` is null or absent.
     pub default_timeout: Duration,
@@ -90,12 +88,6 @@ pub struct ClientSettings {
     pub client_info: Implementation,
     /// The breaker and the concurrency cap of each server (`core.mcp.breaker.*`).
     pub breaker: BreakerSettings,
-    /// Where every call is recorded; shared by the connections given these settings.
-    pub ledger: Arc<Ledger>,
-    /// The job the calls belong to: staging and taking files need one.
-    pub job: Option<Arc<Job>>,
-    /// Where transfer progress is shown.
-    pub progress: Option<ProgressReporter>,
 }
 
 impl Default for ClientSettings {
@@ -109,9 +101,6 @@ impl Default for ClientSettings {
                 title: Some("Maljan".to_owned()),
             },
             breaker: BreakerSettings::default(),
-            ledger: Arc::new(Ledger::new()),
-            job: None,
-            progress: None,
         }
     }
 }

@@ -9,14 +9,15 @@ pub enum ClientError {
     #[error(transparent)]
     Spawn(#[from] SpawnError),
     /// Setup (initialize, tools/list, capabilities) failed.
-    #[error("{}", setup_failed_text(server, step, detail, exit, stderr_tail))]
+    #[error("{}", setup_failed_text(server, step, cause, exit, stderr_tail))]
     SetupFailed {
         /// The server's name.
         server: String,
         /// The step that failed: `initialize`, `tools/list`.
         step: &'static str,
         /// What went wrong.
-        detail: String,
+        #[source]
+        cause: Box<crate::SetupFailure>,
         /// How the process ended, when it did.
         exit: Option<String>,
         /// The last lines of its stderr.
@@ -93,7 +94,7 @@ pub enum ClientError {
 fn setup_failed_text(
     server: &str,
     step: &str,
-    detail: &str,
+    detail: &crate::SetupFailure,
     exit: &Option<String>,
     stderr_tail: &str,
 ) -> String {

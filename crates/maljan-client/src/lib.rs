@@ -2,18 +2,26 @@
 //!
 //! A [`ServerConnection`] starts a server, sets it up exactly once (`initialize`,
 //! `notifications/initialized`, every `tools/list` page, then the `capabilities` manifest
-//! when offered), shows its [`ServerCard`], and calls its tools. A call waits the manifest's
-//! `timeout_s` (the configured default when null), tells the server with
-//! `notifications/cancelled` when it gives up, and returns the answer read by Maljan's
+//! when offered), shows its [`ServerCard`], and calls its tools. A call goes one way down a
+//! stack of layers, each in its own module: staging → ledger → admission (cap and breaker)
+//! → timeout (and cancellation) → the [`Transport`](maljan_mcp_transport::Transport). It
+//! waits the manifest's `timeout_s` (the configured default when null), tells the server
+//! with `notifications/cancelled` when it gives up, and returns the answer read by Maljan's
 //! rules: ok, or failed with a code, a message and a remediation.
+//!
+//! Plain settings ([`ClientSettings`]: timeouts, the breaker, who the client is) are apart
+//! from the live things a connection is given ([`ConnectionContext`]: the ledger, the job,
+//! where progress goes).
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), maljan_client::ClientError> {
-//! use maljan_client::{ClientSettings, ServerConfig, ServerConnection};
+//! use maljan_client::{ClientSettings, ConnectionContext, ServerConfig, ServerConnection};
 //! use maljan_mcp_stdio::ServerCommand;
 //!
 //! let config = ServerConfig::stdio("sidecar", ServerCommand::new("maljan-sidecar"));
-//! let server = ServerConnection::connect(&config, ClientSettings::default()).await?;
+//! let server =
+//!     ServerConnection::connect(&config, ClientSettings::default(), ConnectionContext::default())
+//!         .await?;
 //! for tool in server.model_tools()? {
 //!     println!("{}", tool.name);
 //! }
@@ -21,23 +29,32 @@
 //! # Ok(()) }
 //! ```
 
+mod admission;
+mod call;
 mod card;
 mod config;
-mod connection;
+mod context;
 mod error;
 mod job;
-mod link;
-mod pipeline;
-mod transfer;
+mod ledgering;
+mod progress;
+mod server_connection;
+mod setup;
+mod staging;
+mod taking;
+mod timeout;
 
 pub use card::{CardTool, ServerCard, UnavailableTool};
 pub use config::{ClientSettings, HttpServer, ServerConfig, ServerTransport};
-pub use connection::{ServerConnection, ServerSetup};
+pub use context::ConnectionContext;
 pub use error::ClientError;
 pub use job::{Job, Sample, TakenFile};
 pub use maljan_breaker::{BreakerSettings, BreakerState};
 pub use maljan_ledger::Ledger;
 pub use maljan_mcp_http::redact_credentials;
-pub use maljan_mcp_stdio::{CloseReport, LineCounts, ServerCommand, StdioConfig};
+pub use maljan_mcp_stdio::{ServerCommand, StdioConfig};
+pub use maljan_mcp_transport::{CloseReport, StoppedBy, Transport, TransportCounts};
 pub use maljan_staging::SampleMount;
-pub use transfer::{ProgressReporter, TransferProgress};
+pub use progress::{ProgressReporter, TransferProgress};
+pub use server_connection::ServerConnection;
+pub use setup::{ServerSetup, SetupFailure};

@@ -4,10 +4,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::FutureExt;
-use maljan_client::{ClientError, ClientSettings, ServerConnection, StdioConfig};
+use maljan_client::{
+    ClientError, ClientSettings, ConnectionContext, ServerConnection, StdioConfig,
+};
 use maljan_mcp_proto::jsonrpc::{DecodedLine, Message, Request, decode_line};
 use maljan_mcp_proto::maljan::ErrorCode;
-use maljan_mcp_stdio::Connection;
+use maljan_mcp_stdio::StdioTransport;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
@@ -20,7 +22,8 @@ fn scripted(
 ) -> (ServerConnection, Arc<Mutex<Vec<String>>>) {
     let (client, server) = tokio::io::duplex(1 << 16);
     let (client_read, client_write) = tokio::io::split(client);
-    let connection = Connection::over(client_read, client_write, StdioConfig::named("scripted"));
+    let connection =
+        StdioTransport::over(client_read, client_write, StdioConfig::named("scripted"));
     let notifications = Arc::new(Mutex::new(Vec::new()));
     let seen = notifications.clone();
     tokio::spawn(async move {
@@ -50,7 +53,16 @@ fn scripted(
             }
         }
     });
-    (ServerConnection::over(connection, settings), notifications)
+    (
+        ServerConnection::over(connection, settings, ConnectionContext::default()),
+        notifications,
+    )
+}
+
+fn waiting(timeout: Duration) -> ClientSettings {
+    let mut settings = ClientSettings::default();
+    settings.default_timeout = timeout;
+    settings
 }
 
 fn initialize_result(version: &str) -> Value {
@@ -164,10 +176,7 @@ async fn an_unsupported_protocol_version_fails_setup_clearly() {
 
 #[tokio::test(start_paused = true)]
 async fn a_call_waits_the_manifest_timeout_then_cancels_on_the_server() {
-    let settings = ClientSettings {
-        default_timeout: Duration::from_secs(3600),
-        ..ClientSettings::default()
-    };
+    let settings = waiting(Duration::from_secs(3600));
     let (server, notifications) = scripted(paged_server, settings);
     server.setup().await.expect("set up");
     assert_eq!(server.timeout_for("slow"), Duration::from_millis(250));

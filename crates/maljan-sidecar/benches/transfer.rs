@@ -20,7 +20,9 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use criterion::measurement::WallTime;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use maljan_client::{ClientSettings, Job, ServerCommand, ServerConfig, ServerConnection};
+use maljan_client::{
+    ClientSettings, ConnectionContext, Job, ServerCommand, ServerConfig, ServerConnection,
+};
 use maljan_staging::{CHUNK_BYTES, Origin, UploadMode, download, upload, upload_announced};
 use sha2::{Digest, Sha256};
 use tokio::runtime::Runtime;
@@ -163,13 +165,10 @@ fn bench(c: &mut Criterion) {
     std::fs::remove_file(&source).expect("the source");
     let runtime = Runtime::new().expect("runtime");
     let server = runtime.block_on(async {
-        let settings = ClientSettings {
-            job: Some(job.clone()),
-            ..ClientSettings::default()
-        };
         ServerConnection::connect(
             &ServerConfig::stdio("sidecar", ServerCommand::new(SIDECAR)),
-            settings,
+            ClientSettings::default(),
+            ConnectionContext::default().with_job(job.clone()),
         )
         .await
         .expect("sets up")

@@ -5,7 +5,9 @@
 use std::io::Write;
 use std::sync::Arc;
 
-use maljan_client::{ClientSettings, Job, ServerCommand, ServerConfig, ServerConnection};
+use maljan_client::{
+    ClientSettings, ConnectionContext, Job, ServerCommand, ServerConfig, ServerConnection,
+};
 use maljan_staging::{CHUNK_BYTES, Origin, UploadMode, download, upload};
 use sha2::{Digest, Sha256};
 
@@ -42,12 +44,9 @@ async fn a_256_mib_file_goes_up_in_chunks_and_comes_back_with_its_digest() {
     let expected = format!("{:x}", hasher.finalize());
     let before = vm_hwm_kib();
 
-    let settings = ClientSettings {
-        job: Some(job.clone()),
-        ..ClientSettings::default()
-    };
+    let context = ConnectionContext::default().with_job(job.clone());
     let config = ServerConfig::stdio("sidecar", ServerCommand::new(SIDECAR));
-    let server = ServerConnection::connect(&config, settings)
+    let server = ServerConnection::connect(&config, ClientSettings::default(), context)
         .await
         .expect("sets up");
 

@@ -2,7 +2,9 @@
 
 use std::io::Write;
 
-use maljan_client::{ClientError, ClientSettings, ServerCommand, ServerConfig, ServerConnection};
+use maljan_client::{
+    ClientError, ClientSettings, ConnectionContext, ServerCommand, ServerConfig, ServerConnection,
+};
 use maljan_mcp_proto::maljan::ErrorCode;
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -23,6 +25,7 @@ async fn connect(command: ServerCommand) -> ServerConnection {
     ServerConnection::connect(
         &ServerConfig::stdio("sidecar", command),
         ClientSettings::default(),
+        ConnectionContext::default(),
     )
     .await
     .expect("the sidecar sets up")

@@ -119,7 +119,11 @@ async fn a_file_swapped_for_a_symlink_is_never_served_from_outside_the_job() {
     let swapper = keep_swapping(&place, &secret, stop.clone());
     let secret_base64 = "U0VDUkVU"; // "SECRET", at the start of the file's base64
     let (mut served, mut refused) = (0, 0);
-    for attempt in 0..3000 {
+    // At least 3,000 attempts, and more until both sides of the race were seen (a loaded
+    // machine may start the swapper late).
+    let mut attempt = 0;
+    while attempt < 3000 || ((served == 0 || refused == 0) && attempt < 100_000) {
+        attempt += 1;
         let answer = if attempt % 2 == 0 {
             sidecar
                 .call("get_file", json!({"path": "served.txt"}))
@@ -553,7 +557,8 @@ async fn unpack_writes_every_member_it_can_and_reports_each_refusal() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_client_never_takes_a_file_swapped_for_a_symlink_out_of_the_servers_directory() {
     use maljan_client::{
-        ClientSettings, Job, ServerCommand, ServerConfig, ServerConnection, TakenFile,
+        ClientSettings, ConnectionContext, Job, ServerCommand, ServerConfig, ServerConnection,
+        TakenFile,
     };
     use maljan_mcp_proto::maljan::{Outcome, ToolAnswer};
 
@@ -561,13 +566,10 @@ async fn the_client_never_takes_a_file_swapped_for_a_symlink_out_of_the_servers_
     let secret = top.path().join("secret.txt");
     std::fs::write(&secret, "SECRET host bytes").expect("secret");
     let job = Arc::new(Job::create(top.path().join("job")).expect("job"));
-    let settings = ClientSettings {
-        job: Some(job.clone()),
-        ..ClientSettings::default()
-    };
     let server = ServerConnection::connect(
         &ServerConfig::stdio("sidecar", ServerCommand::new(SIDECAR)),
-        settings,
+        ClientSettings::default(),
+        ConnectionContext::default().with_job(job.clone()),
     )
     .await
     .expect("sets up");
@@ -584,7 +586,11 @@ async fn the_client_never_takes_a_file_swapped_for_a_symlink_out_of_the_servers_
         <sha2::Sha256 as sha2::Digest>::digest(b"SECRET host bytes")
     );
     let (mut taken, mut refused) = (0, 0);
-    for attempt in 0..2000 {
+    // At least 2,000 attempts, and more until both sides of the race were seen (a loaded
+    // machine may start the swapper late).
+    let mut attempt = 0;
+    while attempt < 2000 || ((taken == 0 || refused == 0) && attempt < 200_000) {
+        attempt += 1;
         for file in server.take_files("some_tool", &answer, None).await {
             match file {
                 TakenFile::Taken { sha256, .. } => {

@@ -5,7 +5,9 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 
-use maljan_client::{ClientSettings, Job, ServerConfig, ServerConnection, TakenFile};
+use maljan_client::{
+    ClientSettings, ConnectionContext, Job, ServerConfig, ServerConnection, TakenFile,
+};
 use maljan_staging::{Disclosed, DisclosureOutcome, UploadMode};
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -50,13 +52,13 @@ async fn connect_with_job(
     dir: &std::path::Path,
 ) -> (Arc<Job>, ServerConnection) {
     let job = Arc::new(Job::create(dir.join("job")).expect("job"));
-    let settings = ClientSettings {
-        job: Some(job.clone()),
-        ..ClientSettings::default()
-    };
-    let server = ServerConnection::connect(&ServerConfig::http("remote", &sidecar.url), settings)
-        .await
-        .expect("sets up over HTTP");
+    let server = ServerConnection::connect(
+        &ServerConfig::http("remote", &sidecar.url),
+        ClientSettings::default(),
+        ConnectionContext::default().with_job(job.clone()),
+    )
+    .await
+    .expect("sets up over HTTP");
     (job, server)
 }
 
@@ -133,9 +135,13 @@ async fn a_request_from_another_origin_is_refused() {
     if let maljan_client::ServerTransport::Http(http) = &mut config.transport {
         http.headers = vec![("Origin".into(), "http://evil.example".into())];
     }
-    let error = ServerConnection::connect(&config, ClientSettings::default())
-        .await
-        .expect_err("refused");
+    let error = ServerConnection::connect(
+        &config,
+        ClientSettings::default(),
+        ConnectionContext::default(),
+    )
+    .await
+    .expect_err("refused");
     assert!(error.to_string().contains("403"), "{error}");
 }
 

@@ -8,11 +8,12 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
 use maljan_client::{
-    ClientSettings, Job, Ledger, ProgressReporter, ServerConnection, StdioConfig, TakenFile,
+    ClientSettings, ConnectionContext, Job, Ledger, ProgressReporter, ServerConnection,
+    StdioConfig, TakenFile,
 };
 use maljan_ledger::MemorySink;
 use maljan_mcp_proto::maljan::{Outcome, ToolAnswer};
-use maljan_mcp_stdio::Connection;
+use maljan_mcp_stdio::StdioTransport;
 use maljan_staging::{CHUNK_BYTES, Disclosed, DisclosureOutcome, UploadMode};
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -28,9 +29,9 @@ struct Remote {
 /// A real sidecar process over pipes, declared remote, with its own job directory. It may
 /// read the client's job directory as one of its roots (a server on the same host), so a
 /// call that goes out with a local path still works.
-async fn remote_sidecar(settings: ClientSettings) -> Remote {
+async fn remote_sidecar(context: ConnectionContext) -> Remote {
     let server_dir = tempfile::tempdir().expect("temp dir");
-    let job_dir = settings.job.as_ref().map(|job| job.dir().to_owned());
+    let job_dir = context.job().map(|job| job.dir().to_owned());
     let mut child = tokio::process::Command::new(SIDECAR)
         .env("MALJAN_JOB_DIR", server_dir.path())
         .env("MALJAN_ROOTS", job_dir.unwrap_or_default())
@@ -42,8 +43,9 @@ async fn remote_sidecar(settings: ClientSettings) -> Remote {
         .expect("the sidecar starts");
     let stdout = child.stdout.take().expect("stdout");
     let stdin = child.stdin.take().expect("stdin");
-    let connection = Connection::over(stdout, stdin, StdioConfig::named("remote"));
-    let server = ServerConnection::over(connection, settings).remote(None);
+    let connection = StdioTransport::over(stdout, stdin, StdioConfig::named("remote"));
+    let server =
+        ServerConnection::over(connection, ClientSettings::default(), context).remote(None);
     server.setup().await.expect("sets up");
     Remote {
         server,
@@ -52,12 +54,10 @@ async fn remote_sidecar(settings: ClientSettings) -> Remote {
     }
 }
 
-fn settings(job: &Arc<Job>, memory: &MemorySink) -> ClientSettings {
-    ClientSettings {
-        job: Some(job.clone()),
-        ledger: Arc::new(Ledger::from(memory.clone())),
-        ..ClientSettings::default()
-    }
+fn context(job: &Arc<Job>, memory: &MemorySink) -> ConnectionContext {
+    ConnectionContext::default()
+        .with_job(job.clone())
+        .with_ledger(Arc::new(Ledger::from(memory.clone())))
 }
 
 fn sha(bytes: &[u8]) -> String {
@@ -88,7 +88,7 @@ async fn a_staged_sample_is_unpacked_remotely_and_its_members_taken_through_get_
     let dir = tempfile::tempdir().expect("temp dir");
     let job = Arc::new(Job::create(dir.path().join("job")).expect("job"));
     let memory = MemorySink::default();
-    let remote = remote_sidecar(settings(&job, &memory)).await;
+    let remote = remote_sidecar(context(&job, &memory)).await;
     let archive = dir.path().join("sample.zip");
     std::fs::write(
         &archive,
@@ -181,7 +181,7 @@ async fn a_staged_sample_is_unpacked_remotely_and_its_members_taken_through_get_
 async fn get_file_refusals_are_recorded_as_not_taken_with_the_servers_words() {
     let dir = tempfile::tempdir().expect("temp dir");
     let job = Arc::new(Job::create(dir.path().join("job")).expect("job"));
-    let remote = remote_sidecar(settings(&job, &MemorySink::default())).await;
+    let remote = remote_sidecar(context(&job, &MemorySink::default())).await;
     let link = remote.server_dir.path().join("link");
     std::os::unix::fs::symlink("/etc/hostname", &link).expect("symlink");
     let answer = ToolAnswer {
@@ -218,9 +218,8 @@ async fn a_file_changed_during_its_upload_is_not_finished_and_the_call_keeps_the
     let memory = MemorySink::default();
     let changed = Arc::new(Mutex::new(false));
     let (path, flag) = (sample.clone(), changed.clone());
-    let mut settings = settings(&job, &memory);
     // After the first chunk is sent, the file changes under the upload.
-    settings.progress = Some(ProgressReporter::new(move |p| {
+    let context = context(&job, &memory).with_progress(ProgressReporter::new(move |p| {
         let mut changed = flag.lock().expect("lock");
         if p.direction == "upload" && !*changed {
             let mut bytes = std::fs::read(&path).expect("read");
@@ -230,7 +229,7 @@ async fn a_file_changed_during_its_upload_is_not_finished_and_the_call_keeps_the
             *changed = true;
         }
     }));
-    let remote = remote_sidecar(settings).await;
+    let remote = remote_sidecar(context).await;
     let written = json!({"path": sample.display().to_string()});
     let answer = remote
         .server
@@ -274,7 +273,7 @@ async fn a_path_outside_the_job_directory_is_never_read_or_uploaded() {
     let dir = tempfile::tempdir().expect("temp dir");
     let job = Arc::new(Job::create(dir.path().join("job")).expect("job"));
     let memory = MemorySink::default();
-    let remote = remote_sidecar(settings(&job, &memory)).await;
+    let remote = remote_sidecar(context(&job, &memory)).await;
     let inside_link: PathBuf = job.dir().join("passwd-link");
     std::os::unix::fs::symlink("/etc/passwd", &inside_link).expect("symlink");
     for path in [
@@ -327,7 +326,7 @@ async fn a_stored_artefact_goes_as_the_digest_it_is_named_by_and_not_once_its_by
     bytes[CHUNK_BYTES as usize] = 9;
     std::fs::write(&stored[1], bytes).expect("rewrite");
     let memory = MemorySink::default();
-    let remote = remote_sidecar(settings(&job, &memory)).await;
+    let remote = remote_sidecar(context(&job, &memory)).await;
 
     let intact = json!({"path": stored[0].display().to_string()});
     let answer = remote.server.call("file_info", intact).await.expect("call");
@@ -377,7 +376,7 @@ async fn a_sample_goes_as_the_digest_taken_when_it_was_added_and_not_once_its_by
     bytes[CHUNK_BYTES as usize + 1] = 6;
     std::fs::write(&sample.path, &bytes).expect("rewrite");
     let memory = MemorySink::default();
-    let remote = remote_sidecar(settings(&job, &memory)).await;
+    let remote = remote_sidecar(context(&job, &memory)).await;
 
     file_info_goes_out_with_the_local_path(&remote, &memory, &sample.path).await;
     assert!(

@@ -19,13 +19,14 @@
 
 #![forbid(unsafe_code)]
 
-mod connection;
+mod as_transport;
 mod error;
+mod http_transport;
 mod redact;
 mod sse;
 
-pub use connection::{HttpConfig, HttpConnection, HttpCounts};
 pub use error::HttpError;
+pub use http_transport::{HttpConfig, HttpCounts, HttpTransport};
 pub use redact::redact_credentials;
 pub use sse::{DEFAULT_MAX_EVENT_BYTES, SseEvent, SseItem, SseParser};
 

@@ -10,7 +10,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::Response;
 use axum::routing::any;
-use maljan_mcp_http::{HttpConfig, HttpConnection, HttpError};
+use maljan_mcp_http::{HttpConfig, HttpError, HttpTransport};
 use maljan_mcp_proto::jsonrpc::{DecodedLine, Message, Reply, RequestId, decode_line};
 use serde_json::json;
 
@@ -99,10 +99,12 @@ fn status(code: StatusCode) -> Response {
 fn connect(
     url: &str,
 ) -> (
-    HttpConnection,
+    HttpTransport,
     tokio::sync::mpsc::Receiver<maljan_mcp_proto::jsonrpc::Notification>,
 ) {
-    HttpConnection::new(HttpConfig::new("scripted", url)).expect("a connection")
+    let http = HttpTransport::new(HttpConfig::new("scripted", url)).expect("a connection");
+    let notifications = http.take_notifications().expect("taken once");
+    (http, notifications)
 }
 
 fn result_of(reply: Reply) -> serde_json::Value {
@@ -288,7 +290,7 @@ async fn an_sse_event_over_the_bound_is_refused_and_the_response_still_read() {
     .await;
     let mut config = HttpConfig::new("scripted", &url);
     config.max_event_bytes = 4096;
-    let (http, _) = HttpConnection::new(config).expect("a connection");
+    let http = HttpTransport::new(config).expect("a connection");
     let reply = http
         .request(http.next_id(), "tools/call", None)
         .await
@@ -352,7 +354,7 @@ async fn the_bearer_token_and_extra_headers_are_sent_and_never_shown() {
     config.bearer_token = Some("s3cret-token".into());
     config.headers = vec![("X-Team".into(), "triage".into())];
     assert!(!format!("{config:?}").contains("s3cret-token"));
-    let (http, _) = HttpConnection::new(config).expect("a connection");
+    let http = HttpTransport::new(config).expect("a connection");
     assert!(!format!("{http:?}").contains("s3cret-token"));
     http.request(http.next_id(), "ping", None)
         .await

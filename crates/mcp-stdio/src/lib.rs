@@ -7,9 +7,9 @@
 //!   states invalid ones with their reason, leaves stray lines out (warning once, counting
 //!   all), and during the setup window salvages a message glued behind a progress bar or a
 //!   byte-order mark.
-//! - [`Connection`], on tokio: spawns a server (or wraps any `AsyncRead`/`AsyncWrite` pair),
+//! - [`StdioTransport`], on tokio: spawns a server (or wraps any `AsyncRead`/`AsyncWrite` pair),
 //!   correlates requests with responses by id, drains stderr and keeps its tail, and closes
-//!   explicitly with [`Connection::close`] (stdin closed, grace, SIGTERM, grace, SIGKILL).
+//!   explicitly with [`StdioTransport::close`] (stdin closed, grace, SIGTERM, grace, SIGKILL).
 //!
 //! ```
 //! use maljan_mcp_stdio::{ClassifierConfig, Event, LineClassifier};
@@ -33,8 +33,8 @@
 //! # Cancel safety
 //!
 //! Sending queues whole lines; a dropped send sends nothing. Dropping a [`PendingRequest`]
-//! forgets it. Dropping a [`Connection`] aborts its tasks and kills its child without
-//! spawning anything; call [`Connection::close`] for an orderly shutdown.
+//! forgets it. Dropping a [`StdioTransport`] aborts its tasks and kills its child without
+//! spawning anything; call [`StdioTransport::close`] for an orderly shutdown.
 
 mod classifier;
 pub mod fuzzing;
@@ -47,6 +47,6 @@ pub use classifier::{
 };
 #[cfg(feature = "transport")]
 pub use transport::{
-    CloseReport, Connection, EndsSetup, PendingRequest, Reply, STDERR_TAIL_BYTES,
-    STDERR_TAIL_LINES, ServerCommand, SpawnError, StdioConfig, StoppedBy, TransportError,
+    CloseReport, EndsSetup, PendingRequest, Reply, STDERR_TAIL_BYTES, STDERR_TAIL_LINES,
+    ServerCommand, SpawnError, StdioConfig, StdioError, StdioTransport, StoppedBy,
 };

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use maljan_mcp_stdio::{Connection, StdioConfig, TransportError};
+use maljan_mcp_stdio::{StdioConfig, StdioError, StdioTransport};
 use serde_json::value::RawValue;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
@@ -15,7 +15,7 @@ fn panicking_end_of_setup(_: &RawValue) -> bool {
 async fn a_reader_task_that_panics_fails_every_pending_call() {
     let (client_side, server_side) = tokio::io::duplex(4096);
     let (client_read, client_write) = tokio::io::split(client_side);
-    let connection = Connection::over(client_read, client_write, StdioConfig::named("panicky"));
+    let connection = StdioTransport::over(client_read, client_write, StdioConfig::named("panicky"));
     // Answers the second request (the setup request) only.
     let (server_read, mut server_write) = tokio::io::split(server_side);
     let server = tokio::spawn(async move {
@@ -42,7 +42,7 @@ async fn a_reader_task_that_panics_fails_every_pending_call() {
     .expect("the calls fail instead of waiting");
     for failed in [never, setup] {
         match failed {
-            Err(TransportError::ConnectionLost { detail, .. }) => {
+            Err(StdioError::ConnectionLost { detail, .. }) => {
                 assert!(detail.contains("panicked"), "{detail}");
             }
             other => panic!("{other:?}"),

@@ -4,7 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use maljan_client::{
-    BreakerSettings, ClientSettings, Ledger, ServerCommand, ServerConfig, ServerConnection,
+    BreakerSettings, ClientSettings, ConnectionContext, Ledger, ServerCommand, ServerConfig,
+    ServerConnection,
 };
 use maljan_ledger::MemorySink;
 use maljan_mcp_proto::maljan::ErrorCode;
@@ -19,12 +20,10 @@ fn config() -> ServerConfig {
 #[tokio::test]
 async fn three_unanswered_calls_rest_the_server_and_the_fourth_is_never_sent() {
     let memory = MemorySink::default();
-    let settings = ClientSettings {
-        default_timeout: Duration::from_millis(200),
-        ledger: Arc::new(Ledger::from(memory.clone())),
-        ..ClientSettings::default()
-    };
-    let server = ServerConnection::connect(&config(), settings)
+    let mut settings = ClientSettings::default();
+    settings.default_timeout = Duration::from_millis(200);
+    let context = ConnectionContext::default().with_ledger(Arc::new(Ledger::from(memory.clone())));
+    let server = ServerConnection::connect(&config(), settings, context)
         .await
         .expect("sets up");
     for _ in 0..3 {
@@ -74,14 +73,12 @@ async fn three_unanswered_calls_rest_the_server_and_the_fourth_is_never_sent() {
 }
 
 async fn most_in_flight(cap: u32) -> u64 {
-    let settings = ClientSettings {
-        breaker: BreakerSettings {
-            max_concurrent_calls: cap,
-            ..BreakerSettings::default()
-        },
-        ..ClientSettings::default()
+    let mut settings = ClientSettings::default();
+    settings.breaker = BreakerSettings {
+        max_concurrent_calls: cap,
+        ..BreakerSettings::default()
     };
-    let server = ServerConnection::connect(&config(), settings)
+    let server = ServerConnection::connect(&config(), settings, ConnectionContext::default())
         .await
         .expect("sets up");
     let calls = (0..10).map(|_| server.call("slow", json!({"ms": 150})));

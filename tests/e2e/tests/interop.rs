@@ -9,7 +9,9 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use maljan_client::{ClientSettings, ServerCommand, ServerConfig, ServerConnection};
+use maljan_client::{
+    ClientSettings, ConnectionContext, ServerCommand, ServerConfig, ServerConnection,
+};
 use serde_json::{Value, json};
 
 /// The Python SDK server the tests run: echo, get-sum and a long-running tool with progress.
@@ -90,11 +92,9 @@ fn text_of(value: &Value) -> String {
 
 /// Setup, the tool list, echo, get-sum, and the long-running tool with progress.
 async fn exercise(config: ServerConfig) {
-    let settings = ClientSettings {
-        default_timeout: Duration::from_secs(60),
-        ..ClientSettings::default()
-    };
-    let mut server = ServerConnection::connect(&config, settings)
+    let mut settings = ClientSettings::default();
+    settings.default_timeout = Duration::from_secs(60);
+    let mut server = ServerConnection::connect(&config, settings, ConnectionContext::default())
         .await
         .expect("sets up");
     let names: Vec<String> = server

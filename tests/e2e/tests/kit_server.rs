@@ -1,7 +1,9 @@
 //! A real server built with the kit: `stdio_safe` keeps careless output off the protocol
 //! stream, and a panicking handler answers `tool_failed`.
 
-use maljan_client::{ClientSettings, ServerCommand, ServerConfig, ServerConnection};
+use maljan_client::{
+    ClientSettings, ConnectionContext, ServerCommand, ServerConfig, ServerConnection,
+};
 use maljan_mcp_proto::maljan::ErrorCode;
 use serde_json::json;
 
@@ -14,9 +16,13 @@ async fn println_and_child_output_never_reach_the_protocol_stream() {
     let mut command = ServerCommand::new(SERVER);
     command.env.push(("RUST_BACKTRACE".into(), "0".into()));
     let config = ServerConfig::stdio("noisy", command);
-    let server = ServerConnection::connect(&config, ClientSettings::default())
-        .await
-        .expect("sets up");
+    let server = ServerConnection::connect(
+        &config,
+        ClientSettings::default(),
+        ConnectionContext::default(),
+    )
+    .await
+    .expect("sets up");
     let answer = server.call("noisy", json!({})).await.expect("call");
     assert!(answer.is_ok(), "{answer:?}");
     assert_eq!(answer.value, json!({"child_ok": true}));

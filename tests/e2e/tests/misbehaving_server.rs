@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use maljan_client::{ClientError, ClientSettings, ServerCommand, ServerConfig, ServerConnection};
+use maljan_client::{
+    ClientError, ClientSettings, ConnectionContext, ServerCommand, ServerConfig, ServerConnection,
+};
 use maljan_mcp_proto::maljan::ErrorCode;
 use serde_json::json;
 
@@ -17,14 +19,17 @@ fn config(flags: &[&str]) -> ServerConfig {
 }
 
 fn patient() -> ClientSettings {
-    ClientSettings {
-        default_timeout: Duration::from_secs(600),
-        ..ClientSettings::default()
-    }
+    waiting(Duration::from_secs(600))
+}
+
+fn waiting(timeout: Duration) -> ClientSettings {
+    let mut settings = ClientSettings::default();
+    settings.default_timeout = timeout;
+    settings
 }
 
 async fn connect(config: &ServerConfig, settings: ClientSettings) -> ServerConnection {
-    ServerConnection::connect(config, settings)
+    ServerConnection::connect(config, settings, ConnectionContext::default())
         .await
         .expect("the server sets up")
 }
@@ -134,10 +139,7 @@ async fn an_invalid_answer_fails_its_call_at_once_with_the_reason() {
 
 #[tokio::test]
 async fn an_unanswered_call_is_cancelled_on_the_server() {
-    let settings = ClientSettings {
-        default_timeout: Duration::from_millis(300),
-        ..ClientSettings::default()
-    };
+    let settings = waiting(Duration::from_millis(300));
     let server = connect(&config(&[]), settings).await;
     let answer = server.call("never", json!({})).await.expect("call");
     assert_eq!(
@@ -152,10 +154,7 @@ async fn an_unanswered_call_is_cancelled_on_the_server() {
 
 #[tokio::test]
 async fn answers_glued_to_progress_output_are_salvaged_during_setup_only() {
-    let settings = ClientSettings {
-        default_timeout: Duration::from_millis(500),
-        ..ClientSettings::default()
-    };
+    let settings = waiting(Duration::from_millis(500));
     let server = connect(&config(&["--glue-setup"]), settings).await;
     let counts = server.counts();
     assert_eq!(counts.salvaged, 2, "the initialize and tools/list answers");
@@ -181,16 +180,20 @@ async fn a_server_that_cannot_start_is_reported_with_its_exit_and_stderr() {
         "-c".into(),
         "echo 'fatal: no licence file' >&2; exit 3".into(),
     ];
-    let error = ServerConnection::connect(&ServerConfig::stdio("broken", command), patient())
-        .await
-        .expect_err("cannot start");
+    let error = ServerConnection::connect(
+        &ServerConfig::stdio("broken", command),
+        patient(),
+        ConnectionContext::default(),
+    )
+    .await
+    .expect_err("cannot start");
     let text = error.to_string();
     assert!(matches!(error, ClientError::SetupFailed { .. }), "{text}");
     assert!(text.contains("exit status: 3"), "{text}");
     assert!(text.contains("fatal: no licence file"), "{text}");
 
     let missing = ServerConfig::stdio("missing", ServerCommand::new("/no/such/server"));
-    let error = ServerConnection::connect(&missing, patient())
+    let error = ServerConnection::connect(&missing, patient(), ConnectionContext::default())
         .await
         .expect_err("no program");
     assert!(matches!(error, ClientError::Spawn(_)), "{error}");
@@ -225,9 +228,10 @@ fn panicking_end_of_setup(_: &serde_json::value::RawValue) -> bool {
 
 #[tokio::test]
 async fn a_reader_that_panics_fails_every_pending_call_at_once() {
-    use maljan_mcp_stdio::{Connection, StdioConfig, TransportError};
-    let connection = Connection::spawn(&ServerCommand::new(SERVER), StdioConfig::named("panicky"))
-        .expect("spawned");
+    use maljan_mcp_stdio::{StdioConfig, StdioError, StdioTransport};
+    let connection =
+        StdioTransport::spawn(&ServerCommand::new(SERVER), StdioConfig::named("panicky"))
+            .expect("spawned");
     let raw = |value: serde_json::Value| serde_json::value::to_raw_value(&value).ok();
     let never = connection
         .send_request("tools/call", raw(json!({"name": "never", "arguments": {}})))
@@ -248,7 +252,7 @@ async fn a_reader_that_panics_fails_every_pending_call_at_once() {
             .expect("the calls fail instead of waiting");
     for failed in [never, initialize] {
         match failed {
-            Err(TransportError::ConnectionLost { detail, .. }) => {
+            Err(StdioError::ConnectionLost { detail, .. }) => {
                 assert!(detail.contains("panicked"), "{detail}");
             }
             other => panic!("{other:?}"),

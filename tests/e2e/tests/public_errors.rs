@@ -10,11 +10,14 @@ fn every_public_error_is_send_sync_and_static() {
     portable::<maljan_confine::Refusal>();
     portable::<maljan_ledger::SinkError>();
     portable::<maljan_client::ClientError>();
+    portable::<maljan_client::SetupFailure>();
+    portable::<maljan_mcp_transport::TransportFailure>();
+    portable::<maljan_mcp_transport::memory::MemoryError>();
     portable::<maljan_mcp_http::HttpError>();
     portable::<maljan_mcp_proto::jsonrpc::InvalidReason>();
     portable::<maljan_mcp_proto::jsonrpc::InvalidMessage>();
     portable::<maljan_mcp_proto::mcp::UnsupportedVersion>();
-    portable::<maljan_mcp_stdio::TransportError>();
+    portable::<maljan_mcp_stdio::StdioError>();
     portable::<maljan_mcp_stdio::SpawnError>();
     portable::<maljan_staging::UploadError>();
     portable::<maljan_staging::DownloadError>();
@@ -31,5 +34,45 @@ fn errors_chain_their_causes() {
         refusal.source().map(ToString::to_string).as_deref(),
         Some("the disk is gone"),
         "the cause is a source, not only text"
+    );
+}
+
+#[test]
+fn a_transport_failure_keeps_its_transports_error() {
+    let cause = maljan_mcp_http::HttpError::Unreachable {
+        server: "remote".to_owned(),
+        url: "http://127.0.0.1:9/mcp".to_owned(),
+        detail: "connection refused".to_owned(),
+    };
+    let failure = maljan_mcp_transport::TransportFailure::from(cause.clone());
+    assert!(failure.is_lost());
+    assert_eq!(failure.to_string(), cause.to_string());
+    assert_eq!(
+        failure.cause().downcast_ref::<maljan_mcp_http::HttpError>(),
+        Some(&cause),
+        "the transport's own error is there to branch on"
+    );
+}
+
+#[test]
+fn a_failed_setup_keeps_why_as_its_source() {
+    use std::error::Error;
+    let error = maljan_client::ClientError::SetupFailed {
+        server: "slow".to_owned(),
+        step: "initialize",
+        cause: Box::new(maljan_client::SetupFailure::NoAnswer(
+            std::time::Duration::from_secs(3),
+        )),
+        exit: None,
+        stderr_tail: String::new(),
+    };
+    assert_eq!(
+        error.source().map(ToString::to_string).as_deref(),
+        Some("no answer within 3 s")
+    );
+    assert!(
+        error
+            .to_string()
+            .contains("initialize failed: no answer within 3 s")
     );
 }

@@ -1,6 +1,8 @@
 //! Uploads to a server that offers only `put_sample`.
 
-use maljan_client::{ClientSettings, ServerCommand, ServerConfig, ServerConnection};
+use maljan_client::{
+    ClientSettings, ConnectionContext, ServerCommand, ServerConfig, ServerConnection,
+};
 use maljan_staging::{CHUNK_BYTES, UploadMode, upload};
 
 const SERVER: &str = env!("CARGO_BIN_EXE_misbehaving-server");
@@ -8,9 +10,13 @@ const SERVER: &str = env!("CARGO_BIN_EXE_misbehaving-server");
 #[tokio::test]
 async fn a_server_offering_only_put_sample_receives_exactly_one_upload_call() {
     let config = ServerConfig::stdio("single", ServerCommand::new(SERVER).arg("--put-sample"));
-    let server = ServerConnection::connect(&config, ClientSettings::default())
-        .await
-        .expect("sets up");
+    let server = ServerConnection::connect(
+        &config,
+        ClientSettings::default(),
+        ConnectionContext::default(),
+    )
+    .await
+    .expect("sets up");
     let tools: Vec<String> = server
         .setup_info()
         .expect("set up")

@@ -7,9 +7,10 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 
-use super::connection::{Connection, StoppedBy};
+use super::StdioTransport;
 use super::stderr::{StderrTail, drain_stderr};
 use super::{SpawnError, StdioConfig};
+use maljan_mcp_transport::StoppedBy;
 
 /// How to start a stdio server.
 ///
@@ -92,12 +93,15 @@ pub(crate) fn kill_now(pid: u32) {
     signal(pid, Signal::SIGKILL);
 }
 
-impl Connection {
+impl StdioTransport {
     /// Starts a server process with piped stdin, stdout and stderr and connects to it.
     ///
     /// Stderr is drained continuously, logged under the server's name, and its last lines
-    /// are kept ([`Connection::stderr_tail`]). Must be called within a tokio runtime.
-    pub fn spawn(command: &ServerCommand, config: StdioConfig) -> Result<Connection, SpawnError> {
+    /// are kept ([`StdioTransport::stderr_tail`]). Must be called within a tokio runtime.
+    pub fn spawn(
+        command: &ServerCommand,
+        config: StdioConfig,
+    ) -> Result<StdioTransport, SpawnError> {
         let mut cmd = Command::new(&command.program);
         cmd.args(&command.args)
             .envs(command.env.iter().map(|(k, v)| (k, v)))
@@ -134,7 +138,7 @@ impl Connection {
         widen_pipe(&stdout);
         let tail = Arc::new(Mutex::new(StderrTail::default()));
         let stderr_task = tokio::spawn(drain_stderr(stderr, config.name.clone(), tail.clone()));
-        Ok(Connection::start(
+        Ok(StdioTransport::start(
             stdout,
             stdin,
             Some((ServerChild { child }, stderr_task, tail)),

@@ -7,7 +7,7 @@ use maljan_mcp_proto::jsonrpc::InvalidReason;
 /// Every variant names the server, says what happened and what to do about it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum TransportError {
+pub enum StdioError {
     /// The server wrote bytes that are not UTF-8 on stdout; the connection was ended.
     #[error(
         "server {server} wrote bytes that are not UTF-8 on stdout at byte offset {offset}; \
@@ -44,10 +44,10 @@ pub enum TransportError {
     },
 }
 
-impl TransportError {
+impl StdioError {
     /// Whether the connection is gone (as opposed to one answer being invalid).
     pub fn is_connection_lost(&self) -> bool {
-        !matches!(self, TransportError::InvalidAnswer { .. })
+        !matches!(self, StdioError::InvalidAnswer { .. })
     }
 }
 

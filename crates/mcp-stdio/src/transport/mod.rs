@@ -1,19 +1,21 @@
 //! The tokio transport: a child process, or any reader/writer pair, driven through the
 //! [`LineClassifier`](crate::LineClassifier).
 
+mod as_transport;
 mod child;
-mod connection;
 mod error;
 mod stderr;
+mod stdio_transport;
 mod stdout_reader;
 
 use std::time::Duration;
 
 pub use child::ServerCommand;
-pub use connection::{CloseReport, Connection, EndsSetup, PendingRequest, StoppedBy};
-pub use error::{SpawnError, TransportError};
+pub use error::{SpawnError, StdioError};
 pub use maljan_mcp_proto::jsonrpc::Reply;
+pub use maljan_mcp_transport::{CloseReport, EndsSetup, StoppedBy};
 pub use stderr::{STDERR_TAIL_BYTES, STDERR_TAIL_LINES};
+pub use stdio_transport::{PendingRequest, StdioTransport};
 
 use crate::classifier::ClassifierConfig;
 

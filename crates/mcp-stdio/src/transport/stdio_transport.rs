@@ -1,7 +1,6 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::process::ExitStatus;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
@@ -12,6 +11,7 @@ use maljan_mcp_proto::jsonrpc::{
     ErrorResponse, Message, Notification, Reply, Request, RequestId, Response,
 };
 use maljan_mcp_proto::mcp::{answer_as_client, methods};
+use maljan_mcp_transport::{CloseReport, EndsSetup, StoppedBy};
 use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -21,7 +21,7 @@ use tokio::task::JoinHandle;
 use super::child::ServerChild;
 use super::stderr::StderrTail;
 use super::stdout_reader::StdoutReader;
-use super::{StdioConfig, TransportError};
+use super::{StdioConfig, StdioError};
 use crate::classifier::{Event, LineClassifier, LineCounts};
 
 /// How many outgoing lines may wait for the writer.
@@ -30,19 +30,15 @@ const OUTGOING_QUEUE: usize = 64;
 /// answer takes a few reads, not one per 64 KiB.
 const READ_CHUNK: usize = 1024 * 1024;
 
-/// Decides, from a response's result, whether it ends the setup window. It runs on the
-/// reader of stdout: one that panics fails the connection and every call waiting on it.
-pub type EndsSetup = fn(&RawValue) -> bool;
-
 struct PendingEntry {
-    reply: oneshot::Sender<Result<Reply, TransportError>>,
+    reply: oneshot::Sender<Result<Reply, StdioError>>,
     ends_setup: Option<EndsSetup>,
 }
 
 pub(crate) struct Shared {
     server: String,
     pending: Mutex<HashMap<RequestId, PendingEntry>>,
-    failure: Mutex<Option<TransportError>>,
+    failure: Mutex<Option<StdioError>>,
     counts: Mutex<LineCounts>,
     outgoing: Mutex<Option<mpsc::Sender<Vec<u8>>>>,
     next_id: AtomicI64,
@@ -59,7 +55,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Shared {
     /// Ends the connection: remembers why, and fails every pending request with it.
-    fn fail(&self, error: TransportError) {
+    fn fail(&self, error: StdioError) {
         let error = {
             let mut failure = lock(&self.failure);
             failure.get_or_insert(error).clone()
@@ -72,7 +68,7 @@ impl Shared {
     }
 
     /// Fails the connection because its reader panicked, and returns the failure.
-    fn fail_as_panicked(&self) -> TransportError {
+    fn fail_as_panicked(&self) -> StdioError {
         self.fail(self.lost(
             "the client's reader of the server's stdout panicked (a bug in the client, or in a \
              setup request's ends_setup callback); connect again, and report it",
@@ -80,24 +76,24 @@ impl Shared {
         self.failure().expect("just failed")
     }
 
-    fn failure(&self) -> Option<TransportError> {
+    fn failure(&self) -> Option<StdioError> {
         lock(&self.failure).clone()
     }
 
-    fn lost(&self, detail: impl Into<String>) -> TransportError {
-        TransportError::ConnectionLost {
+    fn lost(&self, detail: impl Into<String>) -> StdioError {
+        StdioError::ConnectionLost {
             server: self.server.clone(),
             detail: detail.into(),
         }
     }
 
-    async fn send_line(&self, line: Vec<u8>) -> Result<(), TransportError> {
+    async fn send_line(&self, line: Vec<u8>) -> Result<(), StdioError> {
         if let Some(failure) = self.failure() {
             return Err(failure);
         }
         let sender = lock(&self.outgoing).clone();
         let Some(sender) = sender else {
-            return Err(self.failure().unwrap_or(TransportError::Closed {
+            return Err(self.failure().unwrap_or(StdioError::Closed {
                 server: self.server.clone(),
             }));
         };
@@ -121,12 +117,12 @@ fn encode(message: &Message) -> Vec<u8> {
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// use maljan_mcp_stdio::{Connection, Reply, StdioConfig};
+/// use maljan_mcp_stdio::{StdioTransport, Reply, StdioConfig};
 /// use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 ///
 /// let (client_side, server_side) = tokio::io::duplex(4096);
 /// let (client_read, client_write) = tokio::io::split(client_side);
-/// let connection = Connection::over(client_read, client_write, StdioConfig::named("echo"));
+/// let connection = StdioTransport::over(client_read, client_write, StdioConfig::named("echo"));
 ///
 /// // A tiny server: answers request 1 with an empty result, after a banner line.
 /// let (server_read, mut server_write) = tokio::io::split(server_side);
@@ -145,10 +141,10 @@ fn encode(message: &Message) -> Vec<u8> {
 ///
 /// # Cancel safety
 ///
-/// [`Connection::send_request`] and [`Connection::notify`] either queue a whole line or none.
+/// [`StdioTransport::send_request`] and [`StdioTransport::notify`] either queue a whole line or none.
 /// Dropping a [`PendingRequest`] forgets the request; a late answer is then ignored.
 #[derive(Debug)]
-pub struct Connection {
+pub struct StdioTransport {
     shared: Arc<Shared>,
     grace: Duration,
     max_statements: u64,
@@ -167,37 +163,11 @@ impl std::fmt::Debug for Shared {
     }
 }
 
-/// What [`Connection::close`] found.
-#[derive(Debug, Clone)]
-pub struct CloseReport {
-    /// The child's exit status (`None` for a connection without a child).
-    pub status: Option<ExitStatus>,
-    /// How the child was stopped.
-    pub stopped_by: StoppedBy,
-    /// What the server's stdout held.
-    pub counts: LineCounts,
-    /// The last lines the server wrote on stderr.
-    pub stderr_tail: String,
-}
-
-/// How a child was brought to exit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StoppedBy {
-    /// It had exited already, or exited when its stdin closed.
-    StdinClosed,
-    /// It exited on SIGTERM.
-    Terminated,
-    /// It had to be killed.
-    Killed,
-    /// There was no child.
-    NoChild,
-}
-
-impl Connection {
+impl StdioTransport {
     /// A connection over any reader (the server's output) and writer (its input).
     ///
     /// Must be called within a tokio runtime.
-    pub fn over<R, W>(reader: R, writer: W, config: StdioConfig) -> Connection
+    pub fn over<R, W>(reader: R, writer: W, config: StdioConfig) -> StdioTransport
     where
         R: AsyncRead + Unpin + Send + 'static,
         W: AsyncWrite + Unpin + Send + 'static,
@@ -210,7 +180,7 @@ impl Connection {
         writer: W,
         child: Option<(ServerChild, JoinHandle<()>, Arc<Mutex<StderrTail>>)>,
         config: StdioConfig,
-    ) -> Connection
+    ) -> StdioTransport
     where
         R: AsyncRead + Unpin + Send + 'static,
         W: AsyncWrite + Unpin + Send + 'static,
@@ -247,7 +217,7 @@ impl Connection {
             Some(StdoutReader::on_runtime(read))
         };
         let writer = tokio::spawn(write_loop(writer, outgoing_rx, shared.clone()));
-        Connection {
+        StdioTransport {
             shared,
             grace: config.close_grace,
             max_statements: config.classifier.max_statements,
@@ -269,7 +239,7 @@ impl Connection {
         &self,
         method: &str,
         params: Option<Box<RawValue>>,
-    ) -> Result<PendingRequest, TransportError> {
+    ) -> Result<PendingRequest, StdioError> {
         self.send_request_with_raw(method, params, None).await
     }
 
@@ -280,7 +250,7 @@ impl Connection {
         method: &str,
         params: Option<Box<RawValue>>,
         ends_setup: EndsSetup,
-    ) -> Result<PendingRequest, TransportError> {
+    ) -> Result<PendingRequest, StdioError> {
         self.send_request_with_raw(method, params, Some(ends_setup))
             .await
     }
@@ -291,7 +261,7 @@ impl Connection {
     /// once written, before the line waits for the writer.
     ///
     /// ```no_run
-    /// # async fn call(connection: &maljan_mcp_stdio::Connection) {
+    /// # async fn call(connection: &maljan_mcp_stdio::StdioTransport) {
     /// let params = serde_json::json!({"name": "get_file", "arguments": {"path": "a.bin"}});
     /// let answer = connection.send_request_json("tools/call", params).await.unwrap().await;
     /// # }
@@ -300,7 +270,7 @@ impl Connection {
         &self,
         method: &str,
         params: Value,
-    ) -> Result<PendingRequest, TransportError> {
+    ) -> Result<PendingRequest, StdioError> {
         self.send_request_inner(None, move |id| request_line(id, method, &params))
             .await
     }
@@ -310,7 +280,7 @@ impl Connection {
         method: &str,
         params: Option<Box<RawValue>>,
         ends_setup: Option<EndsSetup>,
-    ) -> Result<PendingRequest, TransportError> {
+    ) -> Result<PendingRequest, StdioError> {
         self.send_request_inner(ends_setup, |id| {
             encode(&Message::Request(Request {
                 id: id.clone(),
@@ -322,11 +292,11 @@ impl Connection {
     }
 
     /// Registers a request under a new id and sends the line `line` writes for that id.
-    async fn send_request_inner(
+    pub(super) async fn send_request_inner(
         &self,
         ends_setup: Option<EndsSetup>,
         line: impl FnOnce(&RequestId) -> Vec<u8>,
-    ) -> Result<PendingRequest, TransportError> {
+    ) -> Result<PendingRequest, StdioError> {
         let id = RequestId::Integer(self.shared.next_id.fetch_add(1, Ordering::Relaxed));
         let (reply, answer) = oneshot::channel();
         lock(&self.shared.pending).insert(id.clone(), PendingEntry { reply, ends_setup });
@@ -345,7 +315,7 @@ impl Connection {
         &self,
         method: &str,
         params: Option<Box<RawValue>>,
-    ) -> Result<(), TransportError> {
+    ) -> Result<(), StdioError> {
         let line = encode(&Message::Notification(Notification {
             method: method.to_owned(),
             params,
@@ -382,7 +352,7 @@ impl Connection {
     }
 
     /// Why the connection ended, once it has.
-    pub fn failure(&self) -> Option<TransportError> {
+    pub fn failure(&self) -> Option<StdioError> {
         self.shared.failure()
     }
 
@@ -409,7 +379,7 @@ impl Connection {
         if let Some(stderr) = self.stderr_task.take() {
             finish_task(stderr, self.grace).await;
         }
-        self.shared.fail(TransportError::Closed {
+        self.shared.fail(StdioError::Closed {
             server: self.shared.server.clone(),
         });
         let counts = self.counts();
@@ -429,12 +399,7 @@ impl Connection {
                 "stdout held lines that were not protocol messages: {counts}{unstated}"
             );
         }
-        CloseReport {
-            status,
-            stopped_by,
-            counts,
-            stderr_tail,
-        }
+        CloseReport::of_process(status, stopped_by, counts.into(), stderr_tail)
     }
 }
 
@@ -446,7 +411,7 @@ async fn finish_task(task: JoinHandle<()>, grace: Duration) {
     }
 }
 
-impl Drop for Connection {
+impl Drop for StdioTransport {
     fn drop(&mut self) {
         // The reader stops as its handle drops.
         for task in [&self.writer, &self.stderr_task].into_iter().flatten() {
@@ -458,12 +423,12 @@ impl Drop for Connection {
 
 /// An answer on its way.
 ///
-/// Resolves to the server's [`Reply`], or to the [`TransportError`] that ended the wait.
+/// Resolves to the server's [`Reply`], or to the [`StdioError`] that ended the wait.
 /// Dropping it forgets the request (send `notifications/cancelled` for the server's sake).
 #[derive(Debug)]
 pub struct PendingRequest {
     id: RequestId,
-    answer: oneshot::Receiver<Result<Reply, TransportError>>,
+    answer: oneshot::Receiver<Result<Reply, StdioError>>,
     shared: Arc<Shared>,
 }
 
@@ -475,13 +440,13 @@ impl PendingRequest {
 }
 
 impl Future for PendingRequest {
-    type Output = Result<Reply, TransportError>;
+    type Output = Result<Reply, StdioError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let shared = self.shared.clone();
         Pin::new(&mut self.answer).poll(cx).map(|answer| {
             answer.unwrap_or_else(|_| {
-                Err(shared.failure().unwrap_or(TransportError::Closed {
+                Err(shared.failure().unwrap_or(StdioError::Closed {
                     server: shared.server.clone(),
                 }))
             })
@@ -658,7 +623,7 @@ async fn handle_event(
                 .as_ref()
                 .and_then(|id| lock(&shared.pending).remove(id));
             if let Some(entry) = entry {
-                let _ = entry.reply.send(Err(TransportError::InvalidAnswer {
+                let _ = entry.reply.send(Err(StdioError::InvalidAnswer {
                     server: shared.server.clone(),
                     reason: invalid.reason,
                 }));
@@ -677,7 +642,7 @@ async fn handle_event(
                 offset,
                 "stdout is not UTF-8; closing the connection"
             );
-            shared.fail(TransportError::NotUtf8 {
+            shared.fail(StdioError::NotUtf8 {
                 server: shared.server.clone(),
                 offset,
             });

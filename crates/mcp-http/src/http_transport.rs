@@ -88,7 +88,7 @@ pub struct HttpCounts {
     pub oversized: u64,
 }
 
-struct Inner {
+struct SessionState {
     config: HttpConfig,
     client: reqwest::Client,
     session: Mutex<Option<String>>,
@@ -96,6 +96,7 @@ struct Inner {
     next_id: AtomicI64,
     counts: Mutex<HttpCounts>,
     notifications: mpsc::Sender<Notification>,
+    incoming: Mutex<Option<mpsc::Receiver<Notification>>>,
     listener: Mutex<Option<tokio::task::AbortHandle>>,
 }
 
@@ -109,30 +110,22 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// Cancel safety: dropping a request's future aborts its HTTP request; send
 /// `notifications/cancelled` for the server's sake (disconnecting is not cancelling).
 #[derive(Clone)]
-pub struct HttpConnection {
-    inner: Arc<Inner>,
+pub struct HttpTransport {
+    state: Arc<SessionState>,
 }
 
-impl std::fmt::Debug for HttpConnection {
+impl std::fmt::Debug for HttpTransport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HttpConnection")
-            .field("config", &self.inner.config)
+        f.debug_struct("HttpTransport")
+            .field("config", &self.state.config)
             .finish_non_exhaustive()
     }
 }
 
-/// What one reply held besides the answer looked for.
-enum Found {
-    Answer(Reply),
-    Nothing,
-}
-
-impl HttpConnection {
-    /// A connection (nothing is sent until the first request). Returns it and the receiver
-    /// of the server's notifications.
-    pub fn new(
-        config: HttpConfig,
-    ) -> Result<(HttpConnection, mpsc::Receiver<Notification>), HttpError> {
+impl HttpTransport {
+    /// A connection (nothing is sent until the first request); take the receiver of the
+    /// server's notifications with [`take_notifications`](Self::take_notifications).
+    pub fn new(config: HttpConfig) -> Result<HttpTransport, HttpError> {
         let misconfigured = |detail: String| HttpError::Config {
             server: config.name.clone(),
             detail,
@@ -158,52 +151,56 @@ impl HttpConnection {
             .build()
             .map_err(|e| misconfigured(e.to_string()))?;
         let (tx, rx) = mpsc::channel(256);
-        Ok((
-            HttpConnection {
-                inner: Arc::new(Inner {
-                    config,
-                    client,
-                    session: Mutex::default(),
-                    protocol_version: Mutex::default(),
-                    next_id: AtomicI64::new(1),
-                    counts: Mutex::default(),
-                    notifications: tx,
-                    listener: Mutex::default(),
-                }),
-            },
-            rx,
-        ))
+        Ok(HttpTransport {
+            state: Arc::new(SessionState {
+                config,
+                client,
+                session: Mutex::default(),
+                protocol_version: Mutex::default(),
+                next_id: AtomicI64::new(1),
+                counts: Mutex::default(),
+                notifications: tx,
+                incoming: Mutex::new(Some(rx)),
+                listener: Mutex::default(),
+            }),
+        })
     }
 
     /// The server's name.
     pub fn server(&self) -> &str {
-        &self.inner.config.name
+        &self.state.config.name
+    }
+
+    /// Takes the receiver of the server's notifications, once. Notifications that arrive
+    /// while it is full or not taken are dropped.
+    pub fn take_notifications(&self) -> Option<mpsc::Receiver<Notification>> {
+        lock(&self.state.incoming).take()
     }
 
     /// The session id the server gave, if any.
     pub fn session_id(&self) -> Option<String> {
-        lock(&self.inner.session).clone()
+        lock(&self.state.session).clone()
     }
 
     /// Sends `MCP-Protocol-Version` from now on (after `initialize`).
     pub fn set_protocol_version(&self, version: &str) {
-        *lock(&self.inner.protocol_version) = Some(version.to_owned());
+        *lock(&self.state.protocol_version) = Some(version.to_owned());
     }
 
     /// What replies held so far.
     pub fn counts(&self) -> HttpCounts {
-        *lock(&self.inner.counts)
+        *lock(&self.state.counts)
     }
 
     /// A fresh request id.
     pub fn next_id(&self) -> RequestId {
-        RequestId::Integer(self.inner.next_id.fetch_add(1, Ordering::Relaxed))
+        RequestId::Integer(self.state.next_id.fetch_add(1, Ordering::Relaxed))
     }
 
     fn unreachable(&self, e: &reqwest::Error) -> HttpError {
         HttpError::Unreachable {
             server: self.server().to_owned(),
-            url: crate::redact_credentials(&self.inner.config.url),
+            url: crate::redact_credentials(&self.state.config.url),
             detail: error_chain(e),
         }
     }
@@ -217,16 +214,16 @@ impl HttpConnection {
 
     fn post(&self, body: Vec<u8>) -> reqwest::RequestBuilder {
         let mut request = self
-            .inner
+            .state
             .client
-            .post(&self.inner.config.url)
+            .post(&self.state.config.url)
             .header(ACCEPT, "application/json, text/event-stream")
             .header(CONTENT_TYPE, "application/json")
             .body(body);
         if let Some(session) = self.session_id() {
             request = request.header(SESSION_HEADER, session);
         }
-        if let Some(version) = lock(&self.inner.protocol_version).clone() {
+        if let Some(version) = lock(&self.state.protocol_version).clone() {
             request = request.header(VERSION_HEADER, version);
         }
         request
@@ -235,9 +232,9 @@ impl HttpConnection {
     /// A GET of the endpoint's SSE stream, resuming after `last_event_id` when given.
     fn get_stream(&self, last_event_id: Option<&str>) -> reqwest::RequestBuilder {
         let mut get = self
-            .inner
+            .state
             .client
-            .get(&self.inner.config.url)
+            .get(&self.state.config.url)
             .header(ACCEPT, "text/event-stream");
         if let Some(id) = last_event_id {
             get = get.header(LAST_EVENT_ID, id);
@@ -245,7 +242,7 @@ impl HttpConnection {
         if let Some(session) = self.session_id() {
             get = get.header(SESSION_HEADER, session);
         }
-        if let Some(version) = lock(&self.inner.protocol_version).clone() {
+        if let Some(version) = lock(&self.state.protocol_version).clone() {
             get = get.header(VERSION_HEADER, version);
         }
         get
@@ -300,7 +297,7 @@ impl HttpConnection {
     /// dropped once written, before the request is sent.
     ///
     /// ```no_run
-    /// # async fn call(connection: &maljan_mcp_http::HttpConnection) {
+    /// # async fn call(connection: &maljan_mcp_http::HttpTransport) {
     /// let params = serde_json::json!({"name": "get_file", "arguments": {"path": "a.bin"}});
     /// let id = connection.next_id();
     /// let reply = connection.request_json(id, "tools/call", params).await.unwrap();
@@ -331,7 +328,7 @@ impl HttpConnection {
                 .get(SESSION_HEADER)
                 .and_then(|v| v.to_str().ok())
         {
-            *lock(&self.inner.session) = Some(session.to_owned());
+            *lock(&self.state.session) = Some(session.to_owned());
         }
         let content_type = response
             .headers()
@@ -344,10 +341,8 @@ impl HttpConnection {
         } else if content_type.starts_with("application/json") {
             let body = self.read_body(response).await?;
             match self.handle_line(&body, &id).await? {
-                Found::Answer(reply) => Ok(reply),
-                Found::Nothing => {
-                    Err(self.bad_reply("the JSON reply holds no response to the request"))
-                }
+                Some(reply) => Ok(reply),
+                None => Err(self.bad_reply("the JSON reply holds no response to the request")),
             }
         } else {
             Err(self.bad_reply(format!(
@@ -357,13 +352,13 @@ impl HttpConnection {
     }
 
     async fn read_body(&self, response: reqwest::Response) -> Result<Vec<u8>, HttpError> {
-        let max = self.inner.config.max_event_bytes;
+        let max = self.state.config.max_event_bytes;
         let mut body = Vec::new();
         let mut stream = response.bytes_stream();
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|e| self.unreachable(&e))?;
             if body.len() + chunk.len() > max {
-                lock(&self.inner.counts).oversized += 1;
+                lock(&self.state.counts).oversized += 1;
                 return Err(self.bad_reply(format!("the JSON reply is over the {max}-byte bound")));
             }
             body.extend_from_slice(&chunk);
@@ -376,7 +371,7 @@ impl HttpConnection {
         response: reqwest::Response,
         id: &RequestId,
     ) -> Result<Reply, HttpError> {
-        let mut parser = SseParser::new(self.inner.config.max_event_bytes);
+        let mut parser = SseParser::new(self.state.config.max_event_bytes);
         let mut retry = Duration::ZERO;
         let mut response = response;
         for attempt in 0..=MAX_RESUMES {
@@ -395,15 +390,14 @@ impl HttpConnection {
                 while let Some(item) = parser.next_item() {
                     match item {
                         SseItem::Event(event) => {
-                            if let Found::Answer(reply) =
-                                self.handle_line(event.data.as_bytes(), id).await?
+                            if let Some(reply) = self.handle_line(event.data.as_bytes(), id).await?
                             {
                                 return Ok(reply);
                             }
                         }
                         SseItem::Retry(ms) => retry = Duration::from_millis(ms),
                         SseItem::Oversized { length } => {
-                            lock(&self.inner.counts).oversized += 1;
+                            lock(&self.state.counts).oversized += 1;
                             tracing::warn!(
                                 server = self.server(),
                                 length,
@@ -447,13 +441,14 @@ impl HttpConnection {
         })
     }
 
-    /// Reads one JSON-RPC line of a reply: the answer to `id`, or other messages handled.
-    async fn handle_line(&self, line: &[u8], id: &RequestId) -> Result<Found, HttpError> {
+    /// Reads one JSON-RPC line of a reply: the answer to `id` when the line holds it; the
+    /// line's other messages are handled.
+    async fn handle_line(&self, line: &[u8], id: &RequestId) -> Result<Option<Reply>, HttpError> {
         let messages = match decode_line(line, true) {
             DecodedLine::Message(m) => vec![m],
             DecodedLine::Batch(ms) => ms,
             DecodedLine::Invalid(invalid) => {
-                lock(&self.inner.counts).invalid += 1;
+                lock(&self.state.counts).invalid += 1;
                 tracing::warn!(
                     server = self.server(),
                     "invalid protocol message in a reply: {}",
@@ -465,30 +460,30 @@ impl HttpConnection {
                         reason: invalid.reason,
                     });
                 }
-                return Ok(Found::Nothing);
+                return Ok(None);
             }
             DecodedLine::NotProtocol => {
                 if line.iter().all(u8::is_ascii_whitespace) {
-                    return Ok(Found::Nothing);
+                    return Ok(None);
                 }
                 return Err(self.bad_reply("a reply that is not a JSON-RPC message"));
             }
         };
-        let mut found = Found::Nothing;
+        let mut found = None;
         for message in messages {
-            lock(&self.inner.counts).messages += 1;
+            lock(&self.state.counts).messages += 1;
             match message {
                 Message::Response(Response { id: got, result }) if &got == id => {
-                    found = Found::Answer(Reply::Result(result))
+                    found = Some(Reply::Result(result))
                 }
                 Message::Error(ErrorResponse {
                     id: Some(got),
                     error,
                 }) if &got == id => {
-                    found = Found::Answer(Reply::Error(error));
+                    found = Some(Reply::Error(error));
                 }
                 Message::Notification(n) => {
-                    let _ = self.inner.notifications.try_send(n);
+                    let _ = self.state.notifications.try_send(n);
                 }
                 Message::Request(request) => self.answer_server_request(request).await,
                 other => tracing::debug!(
@@ -541,7 +536,7 @@ impl HttpConnection {
                     return;
                 }
             };
-            let mut parser = SseParser::new(connection.inner.config.max_event_bytes);
+            let mut parser = SseParser::new(connection.state.config.max_event_bytes);
             let mut stream = response.bytes_stream();
             let nobody = RequestId::String(String::new());
             while let Some(Ok(chunk)) = stream.next().await {
@@ -551,14 +546,14 @@ impl HttpConnection {
                         SseItem::Event(event) => {
                             let _ = connection.handle_line(event.data.as_bytes(), &nobody).await;
                         }
-                        SseItem::Oversized { .. } => lock(&connection.inner.counts).oversized += 1,
+                        SseItem::Oversized { .. } => lock(&connection.state.counts).oversized += 1,
                         SseItem::NotUtf8 { .. } => return,
                         SseItem::Retry(_) => {}
                     }
                 }
             }
         });
-        if let Some(old) = lock(&self.inner.listener).replace(task.abort_handle()) {
+        if let Some(old) = lock(&self.state.listener).replace(task.abort_handle()) {
             old.abort();
         }
         task
@@ -597,16 +592,16 @@ impl HttpConnection {
     /// Stops the GET stream and ends the session with DELETE (a server that answers 405
     /// keeps it; that is fine).
     pub async fn close(&self) {
-        if let Some(listener) = lock(&self.inner.listener).take() {
+        if let Some(listener) = lock(&self.state.listener).take() {
             listener.abort();
         }
-        let Some(session) = lock(&self.inner.session).take() else {
+        let Some(session) = lock(&self.state.session).take() else {
             return;
         };
         let request = self
-            .inner
+            .state
             .client
-            .delete(&self.inner.config.url)
+            .delete(&self.state.config.url)
             .header(SESSION_HEADER, session);
         match request.send().await {
             Ok(r) if r.status() == reqwest::StatusCode::METHOD_NOT_ALLOWED => {

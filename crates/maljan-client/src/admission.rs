@@ -1,0 +1,94 @@
+//! The admission layer: a slot under the server's concurrency cap (FIFO), then the breaker,
+//! which refuses calls at once while the server rests after unanswered calls.
+
+use maljan_breaker::{BreakerSettings, BreakerState, CallGuard, Refused, Verdict};
+use maljan_mcp_proto::maljan::{ErrorCode, ToolAnswer, ToolFailure};
+
+use crate::call::{CallService, Called, ToolCall};
+
+/// Admits calls to the layer below under the cap and the breaker of one server.
+#[derive(Debug)]
+pub(crate) struct Admission<S> {
+    inner: S,
+    server: String,
+    guard: CallGuard,
+}
+
+impl<S> Admission<S> {
+    /// Admits calls to `inner`, a server named `server`, with `settings`.
+    pub(crate) fn new(inner: S, server: impl Into<String>, settings: BreakerSettings) -> Self {
+        Admission {
+            inner,
+            server: server.into(),
+            guard: CallGuard::new(settings),
+        }
+    }
+
+    /// The layer below.
+    pub(crate) fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The layer below.
+    pub(crate) fn into_inner(self) -> S {
+        self.inner
+    }
+
+    /// The breaker's state.
+    pub(crate) fn breaker_state(&self) -> BreakerState {
+        self.guard.state()
+    }
+
+    fn resting(&self, refused: Refused) -> ToolFailure {
+        let server = &self.server;
+        let threshold = self.guard.settings().unanswered_threshold;
+        let message = match refused {
+            Refused::Resting { remaining, .. } => format!(
+                "server {server} is resting for {:.0} s more after {threshold} unanswered calls \
+                 in a row; the call was not sent",
+                remaining.as_secs_f64().ceil()
+            ),
+            _ => format!("server {server} is being probed after a rest; the call was not sent"),
+        };
+        ToolFailure::new(
+            ErrorCode::ServerResting,
+            message,
+            Some(format!(
+                "wait for the rest to end, or check the server (maljan probe {server}); the \
+                 rest is core.mcp.breaker.rest_s"
+            )),
+        )
+    }
+}
+
+/// Whether the server answered: no answer within the wait, or a connection lost before the
+/// answer, is unanswered; anything else, a tool's error included, is an answer.
+fn verdict(answer: &ToolAnswer) -> Verdict {
+    match answer.failure().map(|f| &f.code) {
+        Some(ErrorCode::Unanswered | ErrorCode::ConnectionLost) => Verdict::Unanswered,
+        _ => Verdict::Answered,
+    }
+}
+
+impl<S: CallService> CallService for Admission<S> {
+    async fn call(&self, call: ToolCall) -> Called {
+        let guarded = self
+            .guard
+            .run(|| async {
+                let called = self.inner.call(call).await;
+                let verdict = verdict(&called.answer);
+                (called.answer, verdict)
+            })
+            .await;
+        match guarded {
+            Ok(guarded) => Called {
+                answer: guarded.value,
+                queued: guarded.queued,
+            },
+            Err(refused) => Called {
+                answer: ToolAnswer::failed(self.resting(refused)),
+                queued: refused.queued(),
+            },
+        }
+    }
+}

@@ -1,0 +1,53 @@
+//! What travels down the call stack: a [`ToolCall`] in, a [`Called`] out, through layers
+//! that each implement [`CallService`] and wrap the next (staging → ledger → admission →
+//! timeout → transport).
+
+use std::future::Future;
+use std::time::Duration;
+
+use maljan_mcp_proto::maljan::ToolAnswer;
+use serde_json::{Map, Value};
+
+/// One `tools/call` on its way down the stack.
+#[derive(Debug, Clone)]
+pub(crate) struct ToolCall {
+    /// The tool.
+    pub(crate) tool: String,
+    /// The arguments that go out (an object, or null for none).
+    pub(crate) arguments: Value,
+    /// The arguments as written, when staging rewrote them (for the ledger).
+    pub(crate) as_written: Option<Value>,
+    /// `_meta` of the request (a progress token).
+    pub(crate) meta: Option<Map<String, Value>>,
+    /// How long to wait for the answer, when not the tool's own timeout.
+    pub(crate) wait: Option<Duration>,
+}
+
+impl ToolCall {
+    /// A call of `tool` with `arguments`, as written.
+    pub(crate) fn new(tool: impl Into<String>, arguments: Value) -> Self {
+        ToolCall {
+            tool: tool.into(),
+            arguments,
+            as_written: None,
+            meta: None,
+            wait: None,
+        }
+    }
+}
+
+/// A call's answer, read by Maljan's rules, and how long it waited for a slot.
+#[derive(Debug, Clone)]
+pub(crate) struct Called {
+    /// The answer: ok, or failed with a code.
+    pub(crate) answer: ToolAnswer,
+    /// Time spent waiting under the concurrency cap before it was sent.
+    pub(crate) queued: Duration,
+}
+
+/// A layer of the call stack: takes a call, gives its answer. A failed call is a failed
+/// answer, never an error: every layer above still sees it (the ledger records it).
+pub(crate) trait CallService: Send + Sync {
+    /// Makes the call.
+    fn call(&self, call: ToolCall) -> impl Future<Output = Called> + Send;
+}

@@ -1,0 +1,191 @@
+//! The bottom layer: a call on the wire, waited for up to its tool's timeout, and cancelled
+//! on the server (`notifications/cancelled`) when it is given up.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use maljan_mcp_proto::jsonrpc::Reply;
+use maljan_mcp_proto::maljan::{ErrorCode, ToolAnswer, ToolFailure};
+use maljan_mcp_proto::mcp::{CallToolParams, CallToolResult, CancelledParams, methods};
+use maljan_mcp_transport::{OutgoingRequest, Transport, TransportFailure};
+use serde_json::{Map, Value};
+
+use crate::call::{CallService, Called, ToolCall};
+
+/// Why a request got no reply to read.
+#[derive(Debug)]
+pub(crate) enum Unanswered {
+    /// Nothing within the wait; the request was cancelled on the server if it could be.
+    TimedOut(Duration),
+    /// The transport failed it.
+    Failed(TransportFailure),
+}
+
+/// Sends calls on a transport and waits for their answers, each up to its tool's timeout.
+#[derive(Debug)]
+pub(crate) struct Timeout {
+    transport: Box<dyn Transport>,
+    default_wait: Duration,
+    tool_waits: OnceLock<HashMap<String, Duration>>,
+}
+
+impl Timeout {
+    /// Calls over `transport`, waiting `default_wait` for a tool without a timeout of its own.
+    pub(crate) fn new(transport: Box<dyn Transport>, default_wait: Duration) -> Self {
+        Timeout {
+            transport,
+            default_wait,
+            tool_waits: OnceLock::new(),
+        }
+    }
+
+    /// The transport.
+    pub(crate) fn get_ref(&self) -> &dyn Transport {
+        &*self.transport
+    }
+
+    /// The transport, to close it.
+    pub(crate) fn into_inner(self) -> Box<dyn Transport> {
+        self.transport
+    }
+
+    /// Sets each tool's own timeout (a manifest's `timeout_s`), once.
+    pub(crate) fn set_tool_waits(&self, waits: HashMap<String, Duration>) {
+        let _ = self.tool_waits.set(waits);
+    }
+
+    /// How long a call to `tool` waits.
+    pub(crate) fn wait_for(&self, tool: &str) -> Duration {
+        self.tool_waits
+            .get()
+            .and_then(|waits| waits.get(tool))
+            .copied()
+            .unwrap_or(self.default_wait)
+    }
+
+    /// Sends a request and waits up to `wait`; on giving up, tells the server with
+    /// `notifications/cancelled` when `cancellable` (never for `initialize`).
+    pub(crate) async fn request(
+        &self,
+        request: OutgoingRequest,
+        wait: Duration,
+        cancellable: bool,
+    ) -> Result<Reply, Unanswered> {
+        let method = request.method().to_owned();
+        let pending = self
+            .transport
+            .send_request(request)
+            .await
+            .map_err(Unanswered::Failed)?;
+        let id = pending.id().clone();
+        match tokio::time::timeout(wait, pending).await {
+            Ok(reply) => reply.map_err(Unanswered::Failed),
+            Err(_) => {
+                if cancellable && method != methods::INITIALIZE {
+                    let cancel = CancelledParams {
+                        request_id: id,
+                        reason: Some(format!("no answer within {} s", wait.as_secs_f64())),
+                    };
+                    let _ = self
+                        .transport
+                        .notify(methods::CANCELLED, serde_json::to_value(&cancel).ok())
+                        .await;
+                }
+                Err(Unanswered::TimedOut(wait))
+            }
+        }
+    }
+
+    /// The answer a call without a usable reply gets.
+    fn unanswered(&self, tool: &str, unanswered: Unanswered) -> ToolAnswer {
+        let server = self.transport.server();
+        let failure = match unanswered {
+            Unanswered::TimedOut(t) => ToolFailure::new(
+                ErrorCode::Unanswered,
+                format!(
+                    "server {server} did not answer {tool} within {} s; the call was cancelled",
+                    t.as_secs_f64()
+                ),
+                Some(
+                    "raise the tool's timeout_s on the server, or the client's default timeout"
+                        .to_owned(),
+                ),
+            ),
+            Unanswered::Failed(failure) => match failure.invalid_reason() {
+                Some(reason) => ToolFailure::new(
+                    ErrorCode::InvalidAnswer,
+                    format!("server {server} answered {tool} with an invalid message: {reason}"),
+                    Some("report this to the server's authors".to_owned()),
+                ),
+                None if failure.is_refused() => ToolFailure::new(
+                    ErrorCode::RpcError,
+                    failure.to_string(),
+                    Some("check the server's logs; it refused the request".to_owned()),
+                ),
+                None => ToolFailure::new(
+                    ErrorCode::ConnectionLost,
+                    failure.to_string(),
+                    Some(match self.transport.stderr_tail() {
+                        tail if tail.is_empty() => {
+                            "check the server's logs and restart it".to_owned()
+                        }
+                        tail => {
+                            format!("check the server's last stderr lines and restart it:\n{tail}")
+                        }
+                    }),
+                ),
+            },
+        };
+        ToolAnswer::failed(failure)
+    }
+}
+
+impl CallService for Timeout {
+    /// One `tools/call` on the wire, its answer read by Maljan's rules.
+    async fn call(&self, call: ToolCall) -> Called {
+        let wait = call.wait.unwrap_or_else(|| self.wait_for(&call.tool));
+        let arguments = match call.arguments {
+            Value::Object(map) => map,
+            Value::Null => Map::new(),
+            other => {
+                return Called {
+                    answer: ToolAnswer::failed(ToolFailure::new(
+                        ErrorCode::BadArgument,
+                        format!("the arguments must be a JSON object, not {other}"),
+                        Some("pass arguments as key=value pairs or a JSON object".to_owned()),
+                    )),
+                    queued: Duration::ZERO,
+                };
+            }
+        };
+        // The arguments move into the request and are dropped once written, before the
+        // wait: a file chunk is not held twice while its call is in flight.
+        let params = CallToolParams {
+            name: call.tool.clone(),
+            arguments: Some(arguments),
+            meta: call.meta,
+        };
+        let request = OutgoingRequest::new(methods::TOOLS_CALL, Some(params.into_value()));
+        let answer = match self.request(request, wait, true).await {
+            Ok(Reply::Result(raw)) => match serde_json::from_str::<CallToolResult>(raw.get()) {
+                Ok(result) => ToolAnswer::from_result(result),
+                Err(e) => ToolAnswer::failed(ToolFailure::new(
+                    ErrorCode::InvalidAnswer,
+                    format!(
+                        "server {} answered {} with something that is not a tool result: {e}",
+                        self.transport.server(),
+                        call.tool
+                    ),
+                    Some("report this to the server's authors".to_owned()),
+                )),
+            },
+            Ok(Reply::Error(error)) => ToolAnswer::from_rpc_error(&error),
+            Err(unanswered) => self.unanswered(&call.tool, unanswered),
+        };
+        Called {
+            answer,
+            queued: Duration::ZERO,
+        }
+    }
+}

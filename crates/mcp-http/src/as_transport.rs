@@ -1,0 +1,98 @@
+//! The Streamable HTTP transport behind the neutral [`Transport`] trait.
+
+use maljan_mcp_proto::jsonrpc::Notification;
+use maljan_mcp_proto::mcp::ProtocolVersion;
+use maljan_mcp_transport::{
+    BoxFuture, CloseReport, OutgoingRequest, PendingReply, Transport, TransportCounts,
+    TransportFailure, TransportKind,
+};
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::{HttpError, HttpTransport};
+
+impl From<HttpError> for TransportFailure {
+    fn from(error: HttpError) -> Self {
+        match &error {
+            HttpError::InvalidAnswer { reason, .. } => {
+                TransportFailure::invalid_answer(reason.clone(), error)
+            }
+            HttpError::Status { .. } => TransportFailure::refused(error),
+            _ => TransportFailure::lost(error),
+        }
+    }
+}
+
+impl Transport for HttpTransport {
+    fn server(&self) -> &str {
+        HttpTransport::server(self)
+    }
+
+    fn kind(&self) -> TransportKind {
+        TransportKind::StreamableHttp
+    }
+
+    /// The request goes out when its reply is first awaited: over HTTP the request and its
+    /// reply are one exchange.
+    fn send_request(
+        &self,
+        request: OutgoingRequest,
+    ) -> BoxFuture<'_, Result<PendingReply, TransportFailure>> {
+        let id = self.next_id();
+        let transport = self.clone();
+        let (method, params, _) = request.into_parts();
+        let request_id = id.clone();
+        let reply = async move {
+            match params {
+                Some(params) => transport.request_json(request_id, &method, params).await,
+                None => transport.request(request_id, &method, None).await,
+            }
+            .map_err(TransportFailure::from)
+        };
+        Box::pin(async move { Ok(PendingReply::new(id, reply)) })
+    }
+
+    fn notify(
+        &self,
+        method: &str,
+        params: Option<Value>,
+    ) -> BoxFuture<'_, Result<(), TransportFailure>> {
+        let method = method.to_owned();
+        let params = params.and_then(|p| serde_json::value::to_raw_value(&p).ok());
+        Box::pin(async move {
+            HttpTransport::notify(self, &method, params)
+                .await
+                .map_err(TransportFailure::from)
+        })
+    }
+
+    fn take_incoming(&mut self) -> Option<mpsc::Receiver<Notification>> {
+        self.take_notifications()
+    }
+
+    fn set_protocol(&self, version: ProtocolVersion) {
+        self.set_protocol_version(version.as_str());
+    }
+
+    /// Opens the server's optional GET stream for the messages it sends on its own.
+    fn end_setup(&self) {
+        drop(self.listen());
+    }
+
+    fn counts(&self) -> TransportCounts {
+        let counts = HttpTransport::counts(self);
+        TransportCounts {
+            messages: counts.messages,
+            invalid: counts.invalid,
+            oversized: counts.oversized,
+            ..TransportCounts::default()
+        }
+    }
+
+    fn close(self: Box<Self>) -> BoxFuture<'static, CloseReport> {
+        Box::pin(async move {
+            HttpTransport::close(&self).await;
+            CloseReport::without_process(Transport::counts(&*self))
+        })
+    }
+}

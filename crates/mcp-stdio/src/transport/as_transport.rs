@@ -1,0 +1,116 @@
+//! The stdio transport behind the neutral [`Transport`] trait.
+
+use maljan_mcp_proto::json_writer::request_line;
+use maljan_mcp_proto::jsonrpc::{Message, Notification, Request};
+use maljan_mcp_proto::mcp::ProtocolVersion;
+use maljan_mcp_transport::{
+    BoxFuture, CloseReport, OutgoingRequest, PendingReply, Transport, TransportCounts,
+    TransportFailure, TransportKind,
+};
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::{StdioError, StdioTransport};
+use crate::LineCounts;
+
+impl From<LineCounts> for TransportCounts {
+    fn from(counts: LineCounts) -> Self {
+        TransportCounts {
+            messages: counts.messages,
+            stray: counts.stray,
+            invalid: counts.invalid,
+            oversized: counts.oversized,
+            salvaged: counts.salvaged,
+            blank: counts.blank,
+        }
+    }
+}
+
+impl From<StdioError> for TransportFailure {
+    fn from(error: StdioError) -> Self {
+        match &error {
+            StdioError::InvalidAnswer { reason, .. } => {
+                TransportFailure::invalid_answer(reason.clone(), error)
+            }
+            _ => TransportFailure::lost(error),
+        }
+    }
+}
+
+impl Transport for StdioTransport {
+    fn server(&self) -> &str {
+        StdioTransport::server(self)
+    }
+
+    fn kind(&self) -> TransportKind {
+        TransportKind::Stdio
+    }
+
+    fn send_request(
+        &self,
+        request: OutgoingRequest,
+    ) -> BoxFuture<'_, Result<PendingReply, TransportFailure>> {
+        let (method, params, ends_setup) = request.into_parts();
+        Box::pin(async move {
+            // The closure owns the params and drops them once the line is written, before
+            // the line waits for the writer: a file chunk is not held twice.
+            let pending = self
+                .send_request_inner(ends_setup, move |id| match params {
+                    Some(params) => request_line(id, &method, &params),
+                    None => Message::Request(Request {
+                        id: id.clone(),
+                        method,
+                        params: None,
+                    })
+                    .to_line(),
+                })
+                .await?;
+            let id = pending.id().clone();
+            Ok(PendingReply::new(id, async move {
+                pending.await.map_err(TransportFailure::from)
+            }))
+        })
+    }
+
+    fn notify(
+        &self,
+        method: &str,
+        params: Option<Value>,
+    ) -> BoxFuture<'_, Result<(), TransportFailure>> {
+        let method = method.to_owned();
+        let params = params.and_then(|p| serde_json::value::to_raw_value(&p).ok());
+        Box::pin(async move {
+            StdioTransport::notify(self, &method, params)
+                .await
+                .map_err(TransportFailure::from)
+        })
+    }
+
+    fn take_incoming(&mut self) -> Option<mpsc::Receiver<Notification>> {
+        self.take_notifications()
+    }
+
+    fn set_protocol(&self, version: ProtocolVersion) {
+        self.set_batches_allowed(version.allows_batches());
+    }
+
+    fn end_setup(&self) {
+        self.close_setup_window();
+    }
+
+    fn counts(&self) -> TransportCounts {
+        StdioTransport::counts(self).into()
+    }
+
+    fn server_pid(&self) -> Option<u32> {
+        StdioTransport::server_pid(self)
+    }
+
+    fn stderr_tail(&self) -> String {
+        StdioTransport::stderr_tail(self)
+    }
+
+    fn close(self: Box<Self>) -> BoxFuture<'static, CloseReport> {
+        Box::pin((*self).close())
+    }
+}
