@@ -92,3 +92,73 @@ impl<S: CallService> CallService for Admission<S> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::call::Scripted;
+
+    fn unanswered(_: &ToolCall) -> ToolAnswer {
+        ToolAnswer::failed(ToolFailure::new(ErrorCode::Unanswered, "no answer", None))
+    }
+
+    #[tokio::test]
+    async fn after_the_threshold_of_unanswered_calls_the_server_rests_and_calls_stay_here() {
+        let settings = BreakerSettings {
+            unanswered_threshold: 2,
+            rest_s: 60,
+            ..BreakerSettings::default()
+        };
+        let admission = Admission::new(Scripted::new(unanswered), "slow", settings);
+        for _ in 0..2 {
+            let called = admission.call(ToolCall::new("t", json!({}))).await;
+            assert_eq!(
+                called.answer.failure().map(|f| &f.code),
+                Some(&ErrorCode::Unanswered)
+            );
+        }
+        let refused = admission.call(ToolCall::new("t", json!({}))).await;
+        let failure = refused.answer.failure().expect("refused");
+        assert_eq!(failure.code, ErrorCode::ServerResting);
+        assert!(
+            failure
+                .message
+                .contains("server slow is resting for 60 s more")
+        );
+        assert!(failure.message.contains("after 2 unanswered calls"));
+        assert_eq!(
+            admission.get_ref().calls().len(),
+            2,
+            "the third never went below"
+        );
+        assert!(matches!(
+            admission.breaker_state(),
+            BreakerState::Resting { .. }
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_tools_own_error_is_an_answer_and_keeps_the_breaker_closed() {
+        let settings = BreakerSettings {
+            unanswered_threshold: 1,
+            ..BreakerSettings::default()
+        };
+        let failing =
+            |_: &ToolCall| ToolAnswer::failed(ToolFailure::new(ErrorCode::BadArgument, "no", None));
+        let admission = Admission::new(Scripted::new(failing), "s", settings);
+        for _ in 0..3 {
+            let called = admission.call(ToolCall::new("t", json!({}))).await;
+            assert_eq!(
+                called.answer.failure().map(|f| &f.code),
+                Some(&ErrorCode::BadArgument)
+            );
+        }
+        assert_eq!(admission.get_ref().calls().len(), 3);
+        assert_eq!(
+            admission.breaker_state(),
+            BreakerState::Closed { unanswered: 0 }
+        );
+    }
+}

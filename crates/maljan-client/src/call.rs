@@ -51,3 +51,37 @@ pub(crate) trait CallService: Send + Sync {
     /// Makes the call.
     fn call(&self, call: ToolCall) -> impl Future<Output = Called> + Send;
 }
+
+/// A layer below the one under test, answering each call as a script says and keeping
+/// every call it got.
+#[cfg(test)]
+pub(crate) struct Scripted<F> {
+    answer: F,
+    pub(crate) calls: std::sync::Mutex<Vec<ToolCall>>,
+}
+
+#[cfg(test)]
+impl<F: Fn(&ToolCall) -> ToolAnswer + Send + Sync> Scripted<F> {
+    pub(crate) fn new(answer: F) -> Self {
+        Scripted {
+            answer,
+            calls: std::sync::Mutex::default(),
+        }
+    }
+
+    pub(crate) fn calls(&self) -> Vec<ToolCall> {
+        self.calls.lock().expect("calls").clone()
+    }
+}
+
+#[cfg(test)]
+impl<F: Fn(&ToolCall) -> ToolAnswer + Send + Sync> CallService for Scripted<F> {
+    async fn call(&self, call: ToolCall) -> Called {
+        let answer = (self.answer)(&call);
+        self.calls.lock().expect("calls").push(call);
+        Called {
+            answer,
+            queued: Duration::ZERO,
+        }
+    }
+}

@@ -121,3 +121,93 @@ impl<S: CallService> CallService for Ledgered<S> {
         called
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use maljan_ledger::MemorySink;
+    use maljan_mcp_proto::maljan::ErrorCode;
+    use serde_json::json;
+
+    use super::*;
+    use crate::call::Scripted;
+
+    fn ok(_: &ToolCall) -> ToolAnswer {
+        ToolAnswer::read(
+            &serde_json::from_value(json!({"structuredContent": {"n": 1}, "content": []}))
+                .expect("a result"),
+        )
+    }
+
+    #[tokio::test]
+    async fn every_call_is_recorded_with_its_arguments_as_written_and_as_sent() {
+        let memory = MemorySink::default();
+        let ledgered = Ledgered::new(
+            Scripted::new(ok),
+            "s",
+            Arc::new(Ledger::from(memory.clone())),
+        );
+        let mut call = ToolCall::new("strings", json!({"path": "/remote/a.bin"}));
+        call.as_written = Some(json!({"path": "/job/a.bin"}));
+        let called = ledgered.call(call).await;
+        assert!(called.answer.is_ok());
+        let entries = memory.entries();
+        assert_eq!(entries.len(), 1);
+        let record = &entries[0].call;
+        assert_eq!(record.server, "s");
+        assert_eq!(record.tool, "strings");
+        assert_eq!(record.arguments, json!({"path": "/job/a.bin"}));
+        assert_eq!(
+            record.sent_arguments,
+            Some(json!({"path": "/remote/a.bin"}))
+        );
+        assert_eq!(record.answer, json!({"n": 1}));
+        assert_eq!(
+            ledgered.get_ref().calls()[0].arguments,
+            json!({"path": "/remote/a.bin"}),
+            "the arguments as sent go below"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_file_chunk_is_recorded_by_its_length_only() {
+        let memory = MemorySink::default();
+        let ledgered = Ledgered::new(
+            Scripted::new(ok),
+            "s",
+            Arc::new(Ledger::from(memory.clone())),
+        );
+        let chunk = "A".repeat(LEDGER_STRING_BYTES + 1);
+        ledgered
+            .call(ToolCall::new("put_sample_chunk", json!({"data": [chunk]})))
+            .await;
+        let record = &memory.entries()[0].call;
+        assert_eq!(
+            record.arguments,
+            json!({"data": [format!("<{} bytes, not recorded>", LEDGER_STRING_BYTES + 1)]})
+        );
+        assert_eq!(record.sent_arguments, None);
+    }
+
+    #[tokio::test]
+    async fn a_call_refused_before_it_was_sent_is_recorded_too() {
+        let memory = MemorySink::default();
+        let ledgered = Ledgered::new(
+            Scripted::new(ok),
+            "s",
+            Arc::new(Ledger::from(memory.clone())),
+        );
+        let call = ToolCall::new("t", json!(7));
+        let answer = ledgered.refuse(
+            &call,
+            ToolFailure::new(ErrorCode::BadArgument, "not an object", None),
+        );
+        assert!(!answer.is_ok());
+        assert!(ledgered.get_ref().calls().is_empty(), "nothing went below");
+        let entries = memory.entries();
+        assert_eq!(entries.len(), 1);
+        assert_eq!(
+            entries[0].failure().map(|f| &f.code),
+            Some(&ErrorCode::BadArgument)
+        );
+    }
+}

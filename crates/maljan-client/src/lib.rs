@@ -4,7 +4,7 @@
 //! `notifications/initialized`, every `tools/list` page, then the `capabilities` manifest
 //! when offered), shows its [`ServerCard`], and calls its tools. A call goes one way down a
 //! stack of layers, each in its own module: staging → ledger → admission (cap and breaker)
-//! → timeout (and cancellation) → the [`Transport`](maljan_mcp_transport::Transport). It
+//! → timeout (and cancellation) → the [`Transport`]. It
 //! waits the manifest's `timeout_s` (the configured default when null), tells the server
 //! with `notifications/cancelled` when it gives up, and returns the answer read by Maljan's
 //! rules: ok, or failed with a code, a message and a remediation.

@@ -319,3 +319,152 @@ impl<S: CallService> CallService for Staged<S> {
         self.inner.call(call).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use maljan_mcp_proto::maljan::ErrorCode;
+    use serde_json::json;
+
+    use super::*;
+    use crate::call::Scripted;
+
+    const CONTENT: &[u8] = b"console.log(1)";
+
+    fn answer_of(value: Value) -> ToolAnswer {
+        ToolAnswer::read(
+            &serde_json::from_value(json!({"structuredContent": value, "content": []}))
+                .expect("a result"),
+        )
+    }
+
+    /// A server elsewhere that stores what `put_sample` sends under `/remote/NAME`.
+    fn remote_server(call: &ToolCall) -> ToolAnswer {
+        match call.tool.as_str() {
+            "put_sample" => answer_of(json!({
+                "path": format!("/remote/{}", call.arguments["name"].as_str().expect("name")),
+                "size": CONTENT.len(),
+                "sha256": call.arguments["sha256"],
+            })),
+            _ => answer_of(json!({"seen": call.arguments})),
+        }
+    }
+
+    type Script = fn(&ToolCall) -> ToolAnswer;
+
+    fn staged_for(job: &Arc<Job>, remote: bool, tools: &[&str]) -> Staged<Scripted<Script>> {
+        let place = ServerReach {
+            server: "far".to_owned(),
+            remote,
+            sample_mount: None,
+        };
+        let context = ConnectionContext::default().with_job(job.clone());
+        let staged = Staged::new(Scripted::new(remote_server as Script), place, context);
+        staged.set_tools(tools.iter().map(|t| (*t).to_owned()).collect());
+        staged
+    }
+
+    fn job_with_payload() -> (tempfile::TempDir, Arc<Job>, String) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let job = Arc::new(Job::create(dir.path().join("job")).expect("job"));
+        let payload = job.dir().join("payload.js");
+        std::fs::write(&payload, CONTENT).expect("payload");
+        (dir, job, payload.display().to_string())
+    }
+
+    #[tokio::test]
+    async fn a_job_file_reaches_a_server_elsewhere_once_under_its_own_name() {
+        let (_dir, job, payload) = job_with_payload();
+        let staged = staged_for(&job, true, &["put_sample", "strings"]);
+        for _ in 0..2 {
+            let called = staged
+                .call(ToolCall::new("strings", json!({"path": payload, "min": 4})))
+                .await;
+            assert_eq!(
+                called.answer.value["seen"],
+                json!({"path": "/remote/payload.js", "min": 4})
+            );
+        }
+        let calls = staged.get_ref().calls();
+        let uploads = calls.iter().filter(|c| c.tool == "put_sample").count();
+        assert_eq!(uploads, 1, "uploaded once per server per job");
+        let sent = calls
+            .iter()
+            .find(|c| c.tool == "strings")
+            .expect("the call");
+        assert_eq!(sent.as_written, Some(json!({"path": payload, "min": 4})));
+        let disclosures = job.disclosures();
+        assert_eq!(disclosures.len(), 1);
+        assert_eq!(disclosures[0].name, "payload.js");
+        assert_eq!(disclosures[0].size, CONTENT.len() as u64);
+        assert!(matches!(disclosures[0].what, Disclosed::JobFile));
+    }
+
+    #[tokio::test]
+    async fn a_path_outside_the_job_goes_as_written_and_is_never_read() {
+        let (_dir, job, _) = job_with_payload();
+        let staged = staged_for(&job, true, &["put_sample", "strings"]);
+        let called = staged
+            .call(ToolCall::new("strings", json!({"path": "/etc/passwd"})))
+            .await;
+        assert_eq!(called.answer.value["seen"], json!({"path": "/etc/passwd"}));
+        assert!(
+            staged
+                .get_ref()
+                .calls()
+                .iter()
+                .all(|c| c.tool != "put_sample")
+        );
+        assert!(job.disclosures().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_local_server_gets_the_path_itself() {
+        let (_dir, job, payload) = job_with_payload();
+        let staged = staged_for(&job, false, &["put_sample", "strings"]);
+        let called = staged
+            .call(ToolCall::new("strings", json!({"path": payload})))
+            .await;
+        assert_eq!(called.answer.value["seen"], json!({"path": payload}));
+        assert_eq!(staged.get_ref().calls()[0].as_written, None);
+    }
+
+    #[tokio::test]
+    async fn a_server_without_uploads_gets_the_local_path_and_the_degradation_is_kept() {
+        let (_dir, job, payload) = job_with_payload();
+        let staged = staged_for(&job, true, &["strings"]);
+        let called = staged
+            .call(ToolCall::new("strings", json!({"path": payload})))
+            .await;
+        assert_eq!(called.answer.value["seen"], json!({"path": payload}));
+        let degradations = job.degradations();
+        assert_eq!(degradations.len(), 1);
+        assert!(
+            degradations[0]
+                .reason
+                .contains("offers neither put_sample nor put_sample_begin"),
+            "{}",
+            degradations[0].reason
+        );
+        assert!(
+            degradations[0]
+                .reason
+                .ends_with("the call went out with the local path")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_primitive_the_server_does_not_offer_is_refused_without_a_call() {
+        let (_dir, job, _) = job_with_payload();
+        let staged = staged_for(&job, true, &["strings"]);
+        let refused = staged
+            .primitives()
+            .call_tool("get_file", json!({"path": "x"}))
+            .await
+            .expect_err("refused");
+        assert_eq!(refused.code, ErrorCode::BadArgument);
+        assert!(refused.message.contains("has no tool named \"get_file\""));
+        assert!(staged.get_ref().calls().is_empty());
+    }
+}

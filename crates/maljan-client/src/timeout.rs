@@ -189,3 +189,109 @@ impl CallService for Timeout {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use maljan_mcp_proto::jsonrpc::Message;
+    use maljan_mcp_transport::memory;
+    use serde_json::json;
+
+    use super::*;
+
+    fn raw(value: Value) -> Box<serde_json::value::RawValue> {
+        serde_json::value::to_raw_value(&value).expect("JSON")
+    }
+
+    fn params_of(
+        message: Option<Message>,
+    ) -> (String, Value, maljan_mcp_proto::jsonrpc::RequestId) {
+        match message {
+            Some(Message::Request(r)) => {
+                let params = serde_json::from_str(r.params.expect("params").get()).expect("JSON");
+                (r.method, params, r.id)
+            }
+            other => panic!("a request, not {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_call_goes_out_as_tools_call_and_its_answer_is_read() {
+        let (transport, mut peer) = memory::pair("memory");
+        let timeout = Timeout::new(Box::new(transport), Duration::from_secs(5));
+        let server = tokio::spawn(async move {
+            let (method, params, id) = params_of(peer.next_message().await);
+            assert_eq!(method, "tools/call");
+            assert_eq!(params, json!({"name": "echo", "arguments": {"x": 1}}));
+            let text = json!({"y": 2}).to_string();
+            peer.answer(
+                &id,
+                Reply::Result(raw(json!({"content": [{"type": "text", "text": text}]}))),
+            );
+        });
+        let called = timeout.call(ToolCall::new("echo", json!({"x": 1}))).await;
+        server.await.expect("the peer");
+        assert!(called.answer.is_ok(), "{:?}", called.answer);
+        assert_eq!(called.answer.value, json!({"y": 2}));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_given_up_is_cancelled_on_the_server() {
+        let (transport, mut peer) = memory::pair("memory");
+        let timeout = Timeout::new(Box::new(transport), Duration::from_secs(30));
+        let called = timeout.call(ToolCall::new("slow", json!({}))).await;
+        let failure = called.answer.failure().expect("a failed answer");
+        assert_eq!(failure.code, ErrorCode::Unanswered);
+        assert!(
+            failure.message.contains("within 30 s"),
+            "{}",
+            failure.message
+        );
+        let (_, _, id) = params_of(peer.next_message().await);
+        match peer.next_message().await {
+            Some(Message::Notification(n)) => {
+                assert_eq!(n.method, methods::CANCELLED);
+                let params: Value =
+                    serde_json::from_str(n.params.expect("params").get()).expect("JSON");
+                assert_eq!(params["requestId"], json!(id));
+            }
+            other => panic!("notifications/cancelled, not {other:?}"),
+        }
+        assert!(
+            !peer.answer(&id, Reply::Result(raw(json!({})))),
+            "a late answer reaches nobody"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_tool_with_its_own_timeout_waits_that_long() {
+        let (transport, _peer) = memory::pair("memory");
+        let timeout = Timeout::new(Box::new(transport), Duration::from_secs(60));
+        timeout.set_tool_waits([("slow".to_owned(), Duration::from_secs(600))].into());
+        assert_eq!(timeout.wait_for("slow"), Duration::from_secs(600));
+        assert_eq!(timeout.wait_for("other"), Duration::from_secs(60));
+    }
+
+    #[tokio::test]
+    async fn arguments_that_are_not_an_object_never_go_out() {
+        let (transport, mut peer) = memory::pair("memory");
+        let timeout = Timeout::new(Box::new(transport), Duration::from_secs(5));
+        let called = timeout.call(ToolCall::new("echo", json!([1, 2]))).await;
+        assert_eq!(
+            called.answer.failure().map(|f| &f.code),
+            Some(&ErrorCode::BadArgument)
+        );
+        drop(timeout);
+        assert!(peer.next_message().await.is_none(), "nothing was sent");
+    }
+
+    #[tokio::test]
+    async fn a_peer_gone_is_a_lost_connection() {
+        let (transport, peer) = memory::pair("memory");
+        drop(peer);
+        let timeout = Timeout::new(Box::new(transport), Duration::from_secs(5));
+        let called = timeout.call(ToolCall::new("echo", json!({}))).await;
+        let failure = called.answer.failure().expect("failed");
+        assert_eq!(failure.code, ErrorCode::ConnectionLost);
+        assert!(failure.message.contains("memory"), "{}", failure.message);
+    }
+}

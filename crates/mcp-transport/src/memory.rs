@@ -15,7 +15,7 @@
 //! ```
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use maljan_mcp_proto::jsonrpc::{Message, Notification, Reply, Request, RequestId};
@@ -55,6 +55,7 @@ struct Shared {
     counts: Mutex<TransportCounts>,
     protocol: Mutex<Option<ProtocolVersion>>,
     setup_ended: Mutex<bool>,
+    closed: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -95,6 +96,7 @@ pub fn pair(server: impl Into<String>) -> (MemoryTransport, MemoryPeer) {
         counts: Mutex::default(),
         protocol: Mutex::default(),
         setup_ended: Mutex::new(false),
+        closed: AtomicBool::new(false),
     });
     let (to_peer, from_client) = mpsc::unbounded_channel();
     let (to_client, incoming) = mpsc::channel(INCOMING_QUEUE);
@@ -174,11 +176,18 @@ impl Transport for MemoryTransport {
                 method,
                 params,
             }))?;
-            let server = self.shared.server.clone();
+            let shared = self.shared.clone();
             Ok(PendingReply::new(id, async move {
                 let reply = reply_rx.await;
                 drop(forget);
-                reply.map_err(|_| TransportFailure::lost(MemoryError::PeerGone { server }))
+                reply.map_err(|_| {
+                    let server = shared.server.clone();
+                    TransportFailure::lost(if shared.closed.load(Ordering::Acquire) {
+                        MemoryError::Closed { server }
+                    } else {
+                        MemoryError::PeerGone { server }
+                    })
+                })
             }))
         })
     }
@@ -215,6 +224,7 @@ impl Transport for MemoryTransport {
     }
 
     fn close(self: Box<Self>) -> BoxFuture<'static, CloseReport> {
+        self.shared.closed.store(true, Ordering::Release);
         lock(&self.to_peer).take();
         let pending: Vec<_> = lock(&self.shared.pending).drain().collect();
         drop(pending);
@@ -261,5 +271,73 @@ impl MemoryPeer {
     /// Whether the client said its setup is over.
     pub fn setup_ended(&self) -> bool {
         *lock(&self.shared.setup_ended)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn empty() -> Reply {
+        Reply::Result(serde_json::value::to_raw_value(&serde_json::json!({})).expect("JSON"))
+    }
+
+    async fn request_id(peer: &mut MemoryPeer) -> RequestId {
+        match peer.next_message().await {
+            Some(Message::Request(r)) => r.id,
+            other => panic!("a request, not {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_reply_reaches_only_its_own_request() {
+        let (client, mut peer) = pair("m");
+        let first = client
+            .send_request(OutgoingRequest::new("a", None))
+            .await
+            .expect("sent");
+        let second = client
+            .send_request(OutgoingRequest::new("b", None))
+            .await
+            .expect("sent");
+        let (a, b) = (request_id(&mut peer).await, request_id(&mut peer).await);
+        assert_ne!(a, b);
+        assert_eq!(first.id(), &a);
+        assert!(peer.answer(&b, empty()));
+        assert!(second.await.is_ok());
+        drop(first);
+        assert!(
+            !peer.answer(&a, empty()),
+            "a forgotten request takes no reply"
+        );
+        assert_eq!(client.counts().messages, 1);
+        assert_eq!(client.counts().invalid, 1, "the stray reply is counted");
+    }
+
+    #[tokio::test]
+    async fn closing_fails_waiting_requests_and_refuses_new_ones() {
+        let (client, _peer) = pair("m");
+        let client: Box<dyn Transport> = Box::new(client);
+        let waiting = client
+            .send_request(OutgoingRequest::new("a", None))
+            .await
+            .expect("sent");
+        let report = client.close().await;
+        assert!(report.status.is_none());
+        let failure = waiting.await.expect_err("closed");
+        assert!(failure.is_lost());
+        assert_eq!(failure.to_string(), "server m: the connection is closed");
+    }
+
+    #[tokio::test]
+    async fn a_request_to_a_closed_client_end_is_refused() {
+        let (client, peer) = pair("m");
+        drop(peer);
+        let failure = client
+            .send_request(OutgoingRequest::new("a", None))
+            .await
+            .expect_err("nobody there");
+        assert!(failure.is_lost());
+        assert_eq!(failure.to_string(), "server m: the in-memory peer is gone");
     }
 }
