@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use maljan_ledger::Ledger;
 
-use crate::{Job, ProgressReporter};
+use crate::{Job, ProgressReporter, TransferProgress};
 
 /// What a connection works with besides its settings: the ledger its calls go to, the job
 /// they belong to, and where transfer progress is shown. Several connections share them.
@@ -58,5 +58,23 @@ impl ConnectionContext {
     /// Where progress goes, when anywhere.
     pub fn progress(&self) -> Option<&ProgressReporter> {
         self.progress.as_ref()
+    }
+
+    /// Reports transfer progress, when somewhere to report it.
+    pub(crate) fn report_progress(
+        &self,
+        direction: &'static str,
+        name: &str,
+        done: u64,
+        total: Option<u64>,
+    ) {
+        if let Some(reporter) = &self.progress {
+            reporter.report(TransferProgress {
+                direction,
+                name,
+                done,
+                total,
+            });
+        }
     }
 }

@@ -71,6 +71,14 @@ pub struct Job {
     pub(crate) staged: Mutex<HashMap<(String, PathBuf), String>>,
 }
 
+/// The file name of a path, for display and for the name a file is sent or stored under.
+pub(crate) fn file_name(path: &Path) -> String {
+    path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
+}
+
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }

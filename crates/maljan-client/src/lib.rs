@@ -38,6 +38,7 @@ mod error;
 mod job;
 mod ledgering;
 mod progress;
+mod reach;
 mod server_connection;
 mod setup;
 mod staging;

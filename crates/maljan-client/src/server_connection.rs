@@ -18,8 +18,9 @@ use crate::admission::Admission;
 use crate::call::{CallService, ToolCall};
 use crate::card::ServerCard;
 use crate::ledgering::Ledgered;
+use crate::reach::ServerReach;
 use crate::setup::{ServerSetup, set_up};
-use crate::staging::{ServerReach, Staged};
+use crate::staging::Staged;
 use crate::timeout::Timeout;
 use crate::{
     ClientError, ClientSettings, ConnectionContext, ServerConfig, ServerTransport, TakenFile,

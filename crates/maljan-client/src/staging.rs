@@ -8,64 +8,15 @@ use std::time::Instant;
 
 use maljan_mcp_proto::maljan::{Outcome, ToolAnswer, ToolFailure, is_platform_primitive};
 use maljan_staging::{
-    CHUNK_BYTES, Degradation, Disclosed, Disclosure, DisclosureOutcome, Reach, SampleMount,
-    Staging, ToolCaller, UploadMode, decide, upload, upload_announced,
+    CHUNK_BYTES, Degradation, Disclosed, Disclosure, DisclosureOutcome, SampleMount, Staging,
+    ToolCaller, UploadMode, decide, upload, upload_announced,
 };
 use serde_json::Value;
 
 use crate::call::{CallService, Called, ToolCall};
-use crate::job::lock;
-use crate::progress::TransferProgress;
+use crate::job::{file_name, lock};
+use crate::reach::ServerReach;
 use crate::{ClientError, ConnectionContext, Job, TakenFile};
-
-/// Where a server is, as staging sees it: whether it shares this host's files.
-#[derive(Debug, Clone)]
-pub(crate) struct ServerReach {
-    /// The server's name.
-    pub(crate) server: String,
-    /// Whether the server is elsewhere (does not share this host's files).
-    pub(crate) remote: bool,
-    /// Where it sees the job's files, when it shares them through a mount.
-    pub(crate) sample_mount: Option<SampleMount>,
-}
-
-impl ServerReach {
-    pub(crate) fn reach(&self) -> Reach<'_> {
-        if self.remote || self.sample_mount.is_some() {
-            Reach::Remote {
-                sample_mount: self.sample_mount.as_ref(),
-            }
-        } else {
-            Reach::Local
-        }
-    }
-}
-
-/// The file name of a path, for display and for the name a file is stored under.
-pub(crate) fn file_name(path: &Path) -> String {
-    path.file_name().map_or_else(
-        || path.display().to_string(),
-        |n| n.to_string_lossy().into_owned(),
-    )
-}
-
-/// Reports transfer progress to the context's reporter, if any.
-pub(crate) fn report_progress(
-    context: &ConnectionContext,
-    direction: &'static str,
-    name: &str,
-    done: u64,
-    total: Option<u64>,
-) {
-    if let Some(reporter) = context.progress() {
-        reporter.report(TransferProgress {
-            direction,
-            name,
-            done,
-            total,
-        });
-    }
-}
 
 /// Stages path arguments for the layer below, and takes the files its answers name.
 #[derive(Debug)]
@@ -225,8 +176,10 @@ impl<S: CallService> Staged<S> {
             })?;
         let name = file_name(local);
         let started = Instant::now();
-        let progress =
-            |done, total| report_progress(&self.context, "upload", &name, done, Some(total));
+        let progress = |done, total| {
+            self.context
+                .report_progress("upload", &name, done, Some(total))
+        };
         // The digest of the sample (taken as it was copied in) and of a file of the artefact
         // store (its name) is known: it is announced without the file being hashed first,
         // and the upload fails if the bytes are no longer those.

@@ -10,8 +10,8 @@ use maljan_staging::{
     CHUNK_BYTES, DownloadError, Origin, Reach, StoredArtefact, ToolCaller, download,
 };
 
-use crate::job::lock;
-use crate::staging::{ServerReach, file_name, report_progress};
+use crate::job::{file_name, lock};
+use crate::reach::ServerReach;
 use crate::{ConnectionContext, Job, TakenFile};
 
 /// Takes every file `answer` names, through `caller` where it must.
@@ -42,7 +42,7 @@ pub(crate) async fn take_files(
                 origin,
                 CHUNK_BYTES,
                 |done, total| {
-                    report_progress(context, "download", &file.path, done, total);
+                    context.report_progress("download", &file.path, done, total);
                 },
             )
             .await
