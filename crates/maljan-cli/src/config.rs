@@ -117,11 +117,13 @@ impl Config {
                 }
                 (None, Some(url)) => {
                     let mut config = ServerConfig::http(name.clone(), url);
-                    if let maljan_client::ServerTransport::Http(http) = &mut config.transport {
-                        http.headers = entry.headers.into_iter().collect();
-                        http.bearer_token_env = entry.bearer_token_env;
+                    for (header, value) in entry.headers {
+                        config = config.with_header(header, value);
                     }
-                    config
+                    match entry.bearer_token_env {
+                        Some(variable) => config.with_bearer_token_env(variable),
+                        None => config,
+                    }
                 }
                 _ => {
                     return Err(CliError::Config {

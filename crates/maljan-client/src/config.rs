@@ -17,6 +17,7 @@ pub enum ServerTransport {
 
 /// How to reach a server over Streamable HTTP.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct HttpServer {
     /// The MCP endpoint, e.g. `http://127.0.0.1:8080/mcp`.
     pub url: String,
@@ -35,6 +36,7 @@ pub struct HttpServer {
 /// assert_eq!(config.stdio.name, "sidecar");
 /// ```
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ServerConfig {
     /// The server's name, as used in logs, errors and the ledger.
     pub name: String,
@@ -61,6 +63,40 @@ impl ServerConfig {
             }),
             sample_mount: None,
         }
+    }
+
+    /// Sends `name: value` with every request (an HTTP server's; ignored for stdio).
+    ///
+    /// ```
+    /// use maljan_client::{ServerConfig, ServerTransport};
+    /// let config = ServerConfig::http("remote", "https://analysis.example/mcp")
+    ///     .with_header("X-Team", "triage")
+    ///     .with_bearer_token_env("ANALYSIS_TOKEN");
+    /// let ServerTransport::Http(http) = &config.transport else { unreachable!() };
+    /// assert_eq!(http.headers, [("X-Team".to_owned(), "triage".to_owned())]);
+    /// assert_eq!(http.bearer_token_env.as_deref(), Some("ANALYSIS_TOKEN"));
+    /// ```
+    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        if let ServerTransport::Http(http) = &mut self.transport {
+            http.headers.push((name.into(), value.into()));
+        }
+        self
+    }
+
+    /// Reads an HTTP server's bearer token from the environment variable `variable` when
+    /// connecting (ignored for stdio).
+    pub fn with_bearer_token_env(mut self, variable: impl Into<String>) -> Self {
+        if let ServerTransport::Http(http) = &mut self.transport {
+            http.bearer_token_env = Some(variable.into());
+        }
+        self
+    }
+
+    /// The server sees the job's files through `mount`: paths are rewritten, nothing is
+    /// uploaded, and the files it writes are taken through `get_file`.
+    pub fn with_sample_mount(mut self, mount: SampleMount) -> Self {
+        self.sample_mount = Some(mount);
+        self
     }
 
     /// A stdio server with default transport settings.

@@ -91,6 +91,26 @@ pub enum ClientError {
     },
 }
 
+impl ClientError {
+    /// Whether setup failed (the server started, or was reached, but is not usable).
+    pub fn is_setup_failed(&self) -> bool {
+        matches!(self, ClientError::SetupFailed { .. })
+    }
+
+    /// Whether the server could not be started or reached at all.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, ClientError::Spawn(_) | ClientError::Http(_))
+    }
+
+    /// Whether the call named a tool the server does not offer, or a platform primitive.
+    pub fn is_refused_tool(&self) -> bool {
+        matches!(
+            self,
+            ClientError::UnknownTool { .. } | ClientError::PlatformPrimitive { .. }
+        )
+    }
+}
+
 fn setup_failed_text(
     server: &str,
     step: &str,

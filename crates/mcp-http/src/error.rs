@@ -1,7 +1,9 @@
+use std::sync::Arc;
+
 use maljan_mcp_proto::jsonrpc::InvalidReason;
 
 /// Why a request over Streamable HTTP did not get its answer.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum HttpError {
     /// The server could not be reached.
@@ -13,8 +15,11 @@ pub enum HttpError {
         server: String,
         /// The endpoint.
         url: String,
-        /// What failed.
+        /// What failed, with its causes (credentials in URLs redacted).
         detail: String,
+        /// The HTTP client's error, without the URL it was for.
+        #[source]
+        source: Option<Arc<reqwest::Error>>,
     },
     /// The session the server gave expired (404 on a request carrying it).
     #[error(
@@ -69,4 +74,22 @@ pub enum HttpError {
         /// What is wrong.
         detail: String,
     },
+}
+
+impl HttpError {
+    /// Whether the session the server gave expired: connect again for a new one.
+    pub fn is_session_expired(&self) -> bool {
+        matches!(self, HttpError::SessionExpired { .. })
+    }
+
+    /// Whether the server could not be reached at all.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, HttpError::Unreachable { .. })
+    }
+
+    /// Whether the server answered with an HTTP error status (a refusal, not a lost
+    /// connection).
+    pub fn is_status(&self) -> bool {
+        matches!(self, HttpError::Status { .. })
+    }
 }

@@ -30,6 +30,7 @@ const MAX_RESUMES: u32 = 5;
 /// assert_eq!(config.max_event_bytes, 32 * 1024 * 1024);
 /// ```
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct HttpConfig {
     /// The server's name, for logs and errors.
     pub name: String,
@@ -197,11 +198,13 @@ impl HttpTransport {
         RequestId::Integer(self.state.next_id.fetch_add(1, Ordering::Relaxed))
     }
 
-    fn unreachable(&self, e: &reqwest::Error) -> HttpError {
+    fn unreachable(&self, e: reqwest::Error) -> HttpError {
         HttpError::Unreachable {
             server: self.server().to_owned(),
             url: crate::redact_credentials(&self.state.config.url),
-            detail: error_chain(e),
+            detail: error_chain(&e),
+            // Without its URL: the source must not carry credentials a URL held.
+            source: Some(Arc::new(e.without_url())),
         }
     }
 
@@ -356,7 +359,7 @@ impl HttpTransport {
         let mut body = Vec::new();
         let mut stream = response.bytes_stream();
         while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| self.unreachable(&e))?;
+            let chunk = chunk.map_err(|e| self.unreachable(e))?;
             if body.len() + chunk.len() > max {
                 lock(&self.state.counts).oversized += 1;
                 return Err(self.bad_reply(format!("the JSON reply is over the {max}-byte bound")));
@@ -432,7 +435,7 @@ impl HttpTransport {
             parser.finish();
             let sent_session = self.session_id();
             let get = self.get_stream(Some(&last_id));
-            let resumed = get.send().await.map_err(|e| self.unreachable(&e))?;
+            let resumed = get.send().await.map_err(|e| self.unreachable(e))?;
             response = self.check_status(resumed, sent_session.as_deref()).await?;
         }
         Err(HttpError::StreamEnded {
@@ -585,7 +588,7 @@ impl HttpTransport {
             .post(body)
             .send()
             .await
-            .map_err(|e| self.unreachable(&e))?;
+            .map_err(|e| self.unreachable(e))?;
         self.check_status(response, sent_session.as_deref()).await
     }
 

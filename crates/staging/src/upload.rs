@@ -77,16 +77,17 @@ pub struct UploadReceipt {
 }
 
 /// Why an upload did not complete.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum UploadError {
     /// Reading the local file failed.
-    #[error("reading {path} failed: {detail}")]
+    #[error("reading {path} failed: {source}")]
     Read {
         /// The local file.
         path: String,
-        /// The system's words.
-        detail: String,
+        /// The system's error.
+        #[source]
+        source: std::sync::Arc<std::io::Error>,
     },
     /// The bytes read while sending are not the bytes announced (hashed first, or named by
     /// the artefact store): the file changed.
@@ -136,7 +137,7 @@ async fn call<C: ToolCaller>(
 fn read_error(path: &Path) -> impl Fn(std::io::Error) -> UploadError + '_ {
     move |e| UploadError::Read {
         path: path.display().to_string(),
-        detail: e.to_string(),
+        source: std::sync::Arc::new(e),
     }
 }
 

@@ -200,12 +200,26 @@ async fn a_server_that_cannot_start_is_reported_with_its_exit_and_stderr() {
     assert!(error.to_string().contains("/no/such/server"));
 }
 
-/// The threads of this process with this name.
+/// The live threads of this process with this name. A joined thread may still be listed
+/// for a moment while the kernel releases it; it is then a zombie or dead (`Z`, `X`), not
+/// live.
 fn threads_named(name: &str) -> usize {
     std::fs::read_dir("/proc/self/task")
         .expect("the process's threads")
-        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
-        .filter(|comm| comm.trim_end() == name)
+        .filter_map(|task| {
+            let path = task.ok()?.path();
+            let comm = std::fs::read_to_string(path.join("comm")).ok()?;
+            let stat = std::fs::read_to_string(path.join("stat")).ok()?;
+            // The state follows the name, which is in parentheses and may hold spaces.
+            let state = stat
+                .rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .next()?
+                .to_owned();
+            Some((comm, state))
+        })
+        .filter(|(comm, state)| comm.trim_end() == name && state != "Z" && state != "X")
         .count()
 }
 

@@ -39,18 +39,41 @@ fn errors_chain_their_causes() {
 
 #[test]
 fn a_transport_failure_keeps_its_transports_error() {
-    let cause = maljan_mcp_http::HttpError::Unreachable {
+    let cause = maljan_mcp_http::HttpError::SessionExpired {
         server: "remote".to_owned(),
-        url: "http://127.0.0.1:9/mcp".to_owned(),
-        detail: "connection refused".to_owned(),
+        session: "s-1".to_owned(),
     };
     let failure = maljan_mcp_transport::TransportFailure::from(cause.clone());
     assert!(failure.is_lost());
     assert_eq!(failure.to_string(), cause.to_string());
-    assert_eq!(
-        failure.cause().downcast_ref::<maljan_mcp_http::HttpError>(),
-        Some(&cause),
+    assert!(
+        matches!(
+            failure.cause().downcast_ref::<maljan_mcp_http::HttpError>(),
+            Some(maljan_mcp_http::HttpError::SessionExpired { session, .. }) if session == "s-1"
+        ),
         "the transport's own error is there to branch on"
+    );
+}
+
+#[test]
+fn io_causes_are_sources() {
+    use std::error::Error;
+    let error = maljan_staging::UploadError::Read {
+        path: "a.bin".to_owned(),
+        source: std::sync::Arc::new(std::io::Error::other("the disk is gone")),
+    };
+    assert_eq!(
+        error.source().map(ToString::to_string).as_deref(),
+        Some("the disk is gone")
+    );
+    let lost = maljan_mcp_stdio::StdioError::ConnectionLost {
+        server: "s".to_owned(),
+        detail: "reading the server's stdout failed: the pipe broke".to_owned(),
+        source: Some(std::sync::Arc::new(std::io::Error::other("the pipe broke"))),
+    };
+    assert_eq!(
+        lost.source().map(ToString::to_string).as_deref(),
+        Some("the pipe broke")
     );
 }
 

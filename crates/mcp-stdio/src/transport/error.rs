@@ -1,11 +1,12 @@
 use std::io;
+use std::sync::Arc;
 
 use maljan_mcp_proto::jsonrpc::InvalidReason;
 
 /// Why a request on a stdio connection did not get its answer.
 ///
 /// Every variant names the server, says what happened and what to do about it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum StdioError {
     /// The server wrote bytes that are not UTF-8 on stdout; the connection was ended.
@@ -27,6 +28,9 @@ pub enum StdioError {
         server: String,
         /// What ended it.
         detail: String,
+        /// The system's error, when one ended it.
+        #[source]
+        source: Option<Arc<io::Error>>,
     },
     /// The answer to this request failed validation.
     #[error("server {server} answered with an invalid message: {reason}")]

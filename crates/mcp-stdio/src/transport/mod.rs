@@ -28,6 +28,7 @@ use crate::classifier::ClassifierConfig;
 /// assert_eq!(config.close_grace.as_secs(), 2);
 /// ```
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct StdioConfig {
     /// The server's name, used in logs and errors.
     pub name: String,

@@ -35,7 +35,7 @@ struct PendingEntry {
     ends_setup: Option<EndsSetup>,
 }
 
-pub(crate) struct Shared {
+pub(crate) struct ConnectionState {
     server: String,
     pending: Mutex<HashMap<RequestId, PendingEntry>>,
     failure: Mutex<Option<StdioError>>,
@@ -53,7 +53,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-impl Shared {
+impl ConnectionState {
     /// Ends the connection: remembers why, and fails every pending request with it.
     fn fail(&self, error: StdioError) {
         let error = {
@@ -84,6 +84,16 @@ impl Shared {
         StdioError::ConnectionLost {
             server: self.server.clone(),
             detail: detail.into(),
+            source: None,
+        }
+    }
+
+    /// The connection lost to a system error, kept as the source.
+    fn lost_to(&self, detail: impl Into<String>, error: std::io::Error) -> StdioError {
+        StdioError::ConnectionLost {
+            server: self.server.clone(),
+            detail: format!("{}: {error}", detail.into()),
+            source: Some(Arc::new(error)),
         }
     }
 
@@ -145,7 +155,7 @@ fn encode(message: &Message) -> Vec<u8> {
 /// Dropping a [`PendingRequest`] forgets the request; a late answer is then ignored.
 #[derive(Debug)]
 pub struct StdioTransport {
-    shared: Arc<Shared>,
+    shared: Arc<ConnectionState>,
     grace: Duration,
     max_statements: u64,
     reader: Option<StdoutReader>,
@@ -155,9 +165,9 @@ pub struct StdioTransport {
     notifications: Option<mpsc::Receiver<Notification>>,
 }
 
-impl std::fmt::Debug for Shared {
+impl std::fmt::Debug for ConnectionState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared")
+        f.debug_struct("ConnectionState")
             .field("server", &self.server)
             .finish_non_exhaustive()
     }
@@ -191,7 +201,7 @@ impl StdioTransport {
             Some((c, t, s)) => (Some(c), Some(t), s),
             None => (None, None, Arc::default()),
         };
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(ConnectionState {
             server: config.name.clone(),
             pending: Mutex::default(),
             failure: Mutex::default(),
@@ -429,7 +439,7 @@ impl Drop for StdioTransport {
 pub struct PendingRequest {
     id: RequestId,
     answer: oneshot::Receiver<Result<Reply, StdioError>>,
-    shared: Arc<Shared>,
+    shared: Arc<ConnectionState>,
 }
 
 impl PendingRequest {
@@ -463,7 +473,7 @@ impl Drop for PendingRequest {
 async fn write_loop<W: AsyncWrite + Unpin>(
     mut writer: W,
     mut outgoing: mpsc::Receiver<Vec<u8>>,
-    shared: Arc<Shared>,
+    shared: Arc<ConnectionState>,
 ) {
     while let Some(line) = outgoing.recv().await {
         let written = async {
@@ -471,7 +481,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
             writer.flush().await
         };
         if let Err(e) = written.await {
-            shared.fail(shared.lost(format!("writing to the server's stdin failed: {e}")));
+            shared.fail(shared.lost_to("writing to the server's stdin failed", e));
             return;
         }
     }
@@ -480,7 +490,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
 
 async fn read_loop<R: AsyncRead + Unpin>(
     mut reader: R,
-    shared: Arc<Shared>,
+    shared: Arc<ConnectionState>,
     config: StdioConfig,
     notifications: mpsc::Sender<Notification>,
 ) {
@@ -496,7 +506,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
             Ok(0) => classifier.handle_eof(),
             Ok(_) => {}
             Err(e) => {
-                shared.fail(shared.lost(format!("reading the server's stdout failed: {e}")));
+                shared.fail(shared.lost_to("reading the server's stdout failed", e));
                 return;
             }
         }
@@ -523,7 +533,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
 
 /// Fails the connection, and every call waiting on it, if the reader ends in a panic (a bug,
 /// or an [`EndsSetup`] callback that panicked): nobody would read their answers.
-struct FailPendingOnPanic<'a>(&'a Shared);
+struct FailPendingOnPanic<'a>(&'a ConnectionState);
 
 impl Drop for FailPendingOnPanic<'_> {
     fn drop(&mut self) {
@@ -535,7 +545,7 @@ impl Drop for FailPendingOnPanic<'_> {
 
 async fn handle_event(
     event: Event,
-    shared: &Shared,
+    shared: &ConnectionState,
     classifier: &mut LineClassifier,
     notifications: &mpsc::Sender<Notification>,
 ) {

@@ -31,7 +31,7 @@ pub async fn download<C: ToolCaller>(
 ) -> Result<StoredArtefact, DownloadError> {
     let local = |e: std::io::Error| DownloadError::Local {
         path: path.to_owned(),
-        detail: e.to_string(),
+        source: std::sync::Arc::new(e),
     };
     let (incoming, file) = store.incoming().map_err(local)?;
     // A writer thread writes each chunk while the next answer is read and parsed; the

@@ -1,5 +1,5 @@
 /// Why a download was refused or failed. A refused or failed download leaves no file behind.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum DownloadError {
     /// The server would not serve the file: its own words.
@@ -119,11 +119,12 @@ pub enum DownloadError {
         size: u64,
     },
     /// Writing the file locally failed.
-    #[error("writing {path} into the artefact store failed: {detail}")]
+    #[error("writing {path} into the artefact store failed: {source}")]
     Local {
         /// The file.
         path: String,
-        /// The system's words.
-        detail: String,
+        /// The system's error.
+        #[source]
+        source: std::sync::Arc<std::io::Error>,
     },
 }
