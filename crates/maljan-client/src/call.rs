@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use maljan_mcp_proto::maljan::ToolAnswer;
+use maljan_mcp_proto::maljan::{ErrorCode, ToolAnswer, ToolFailure};
 use serde_json::{Map, Value};
 
 /// One `tools/call` on its way down the stack.
@@ -34,6 +34,15 @@ impl ToolCall {
             wait: None,
         }
     }
+}
+
+/// Why arguments that are not a JSON object (nor null) are refused before they go out.
+pub(crate) fn not_an_object(arguments: &Value) -> ToolFailure {
+    ToolFailure::new(
+        ErrorCode::BadArgument,
+        format!("the arguments must be a JSON object, not {arguments}"),
+        Some("pass arguments as key=value pairs or a JSON object".to_owned()),
+    )
 }
 
 /// A call's answer, read by Maljan's rules, and how long it waited for a slot.

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use maljan_breaker::BreakerState;
 use maljan_mcp_proto::jsonrpc::Notification;
-use maljan_mcp_proto::maljan::{ErrorCode, ToolAnswer, ToolFailure, is_platform_primitive};
+use maljan_mcp_proto::maljan::{ToolAnswer, ToolFailure, is_platform_primitive};
 use maljan_mcp_proto::mcp::Tool;
 use maljan_mcp_stdio::StdioTransport;
 use maljan_mcp_transport::{CloseReport, Transport, TransportCounts};
@@ -15,7 +15,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::admission::Admission;
-use crate::call::{CallService, ToolCall};
+use crate::call::{CallService, ToolCall, not_an_object};
 use crate::card::ServerCard;
 use crate::ledgering::Ledgered;
 use crate::reach::ServerReach;
@@ -381,14 +381,7 @@ impl ServerConnection {
         let call = ToolCall::new(tool, arguments);
         Ok(match &call.arguments {
             Value::Object(_) | Value::Null => Ok(call),
-            other => {
-                let failure = ToolFailure::new(
-                    ErrorCode::BadArgument,
-                    format!("the arguments must be a JSON object, not {other}"),
-                    Some("pass arguments as key=value pairs or a JSON object".to_owned()),
-                );
-                Err(self.stack.get_ref().refuse(&call, failure))
-            }
+            other => Err(self.stack.get_ref().refuse(&call, not_an_object(other))),
         })
     }
 

@@ -105,12 +105,12 @@ fn last_tools_page(result: &RawValue) -> bool {
 
 /// One setup request and its answer, read as `T`.
 async fn step<T: DeserializeOwned>(
+    step: &'static str,
     wire: &Timeout,
     request: OutgoingRequest,
     wait: Duration,
     expected: &'static str,
 ) -> Result<T, StepFailure> {
-    let step = methods_name(request.method());
     let raw = match wire.request(request, wait, false).await {
         Ok(Reply::Result(result)) => result,
         Ok(Reply::Error(e)) => {
@@ -129,15 +129,6 @@ async fn step<T: DeserializeOwned>(
         .map_err(|source| (step, SetupFailure::Malformed { expected, source }))
 }
 
-/// The step's name as a `'static` string, for the error.
-fn methods_name(method: &str) -> &'static str {
-    match method {
-        methods::INITIALIZE => methods::INITIALIZE,
-        methods::TOOLS_LIST => methods::TOOLS_LIST,
-        _ => "setup",
-    }
-}
-
 fn params<P: Serialize>(params: &P) -> Option<Value> {
     serde_json::to_value(params).ok()
 }
@@ -150,6 +141,7 @@ pub(crate) async fn set_up(
 ) -> Result<ServerSetup, StepFailure> {
     let transport = wire.get_ref();
     let init: InitializeResult = step(
+        methods::INITIALIZE,
         wire,
         OutgoingRequest::new(
             methods::INITIALIZE,
@@ -177,7 +169,8 @@ pub(crate) async fn set_up(
             }),
         )
         .ending_setup(last_tools_page);
-        let page: ListToolsResult = step(wire, request, wait, "a tool list").await?;
+        let page: ListToolsResult =
+            step(methods::TOOLS_LIST, wire, request, wait, "a tool list").await?;
         tools.extend(page.tools);
         match page.next_cursor {
             None => break,

@@ -11,7 +11,7 @@ use maljan_mcp_proto::mcp::{CallToolParams, CallToolResult, CancelledParams, met
 use maljan_mcp_transport::{OutgoingRequest, Transport, TransportFailure};
 use serde_json::{Map, Value};
 
-use crate::call::{CallService, Called, ToolCall};
+use crate::call::{CallService, Called, ToolCall, not_an_object};
 
 /// Why a request got no reply to read.
 #[derive(Debug)]
@@ -150,11 +150,7 @@ impl CallService for Timeout {
             Value::Null => Map::new(),
             other => {
                 return Called {
-                    answer: ToolAnswer::failed(ToolFailure::new(
-                        ErrorCode::BadArgument,
-                        format!("the arguments must be a JSON object, not {other}"),
-                        Some("pass arguments as key=value pairs or a JSON object".to_owned()),
-                    )),
+                    answer: ToolAnswer::failed(not_an_object(&other)),
                     queued: Duration::ZERO,
                 };
             }
