@@ -52,7 +52,7 @@ pub enum BreakerState {
 /// included, resets the count, and an answer that arrives while resting (from a call made
 /// before the rest began) closes the breaker: the server is answering.
 ///
-/// Call order: [`Breaker::admit`] before a call; [`Breaker::record`] with its verdict after
+/// Call order: [`Breaker::poll_admission`] before a call; [`Breaker::handle_verdict`] with its verdict after
 /// every call admitted.
 ///
 /// ```
@@ -62,15 +62,15 @@ pub enum BreakerState {
 /// let mut breaker = Breaker::new(BreakerSettings::default());
 /// let start = Instant::now();
 /// for _ in 0..3 {
-///     assert_eq!(breaker.admit(start), Admission::Call);
-///     breaker.record(Verdict::Unanswered, start);
+///     assert_eq!(breaker.poll_admission(start), Admission::Call);
+///     breaker.handle_verdict(Verdict::Unanswered, start);
 /// }
 /// let later = start + Duration::from_secs(20);
-/// assert_eq!(breaker.admit(later), Admission::Rest { remaining: Duration::from_secs(40) });
+/// assert_eq!(breaker.poll_admission(later), Admission::Rest { remaining: Duration::from_secs(40) });
 /// let after_rest = start + Duration::from_secs(60);
-/// assert_eq!(breaker.admit(after_rest), Admission::Probe);
-/// breaker.record(Verdict::Answered, after_rest);
-/// assert_eq!(breaker.admit(after_rest), Admission::Call);
+/// assert_eq!(breaker.poll_admission(after_rest), Admission::Probe);
+/// breaker.handle_verdict(Verdict::Answered, after_rest);
+/// assert_eq!(breaker.poll_admission(after_rest), Admission::Call);
 /// ```
 #[derive(Debug, Clone)]
 pub struct Breaker {
@@ -95,7 +95,7 @@ impl Breaker {
     }
 
     /// Decides whether a call may be made now.
-    pub fn admit(&mut self, now: Instant) -> Admission {
+    pub fn poll_admission(&mut self, now: Instant) -> Admission {
         match self.state {
             BreakerState::Closed { .. } => Admission::Call,
             BreakerState::Resting { until } if now < until => Admission::Rest {
@@ -110,14 +110,14 @@ impl Breaker {
     }
 
     /// The probe was dropped before it ended (its caller gave up): the next call probes.
-    pub fn abandon_probe(&mut self, now: Instant) {
+    pub fn handle_probe_abandoned(&mut self, now: Instant) {
         if self.state == BreakerState::Probing {
             self.state = BreakerState::Resting { until: now };
         }
     }
 
     /// Records how an admitted call ended.
-    pub fn record(&mut self, verdict: Verdict, now: Instant) {
+    pub fn handle_verdict(&mut self, verdict: Verdict, now: Instant) {
         self.state = match (verdict, self.state) {
             (Verdict::Answered, _) => BreakerState::Closed { unanswered: 0 },
             (Verdict::Unanswered, BreakerState::Closed { unanswered }) => {

@@ -82,7 +82,7 @@ struct ProbeGuard<'a> {
 impl Drop for ProbeGuard<'_> {
     fn drop(&mut self) {
         if self.armed {
-            lock(self.breaker).abandon_probe(Instant::now().into_std());
+            lock(self.breaker).handle_probe_abandoned(Instant::now().into_std());
         }
     }
 }
@@ -123,7 +123,7 @@ impl CallGuard {
         // The semaphore is never closed, so acquiring fails only if it were.
         let _slot = self.slots.acquire().await.ok();
         let queued = queued_since.elapsed();
-        let admission = lock(&self.breaker).admit(Instant::now().into_std());
+        let admission = lock(&self.breaker).poll_admission(Instant::now().into_std());
         let mut probe = ProbeGuard {
             breaker: &self.breaker,
             armed: false,
@@ -136,7 +136,7 @@ impl CallGuard {
         }
         let (value, verdict) = call().await;
         probe.armed = false;
-        lock(&self.breaker).record(verdict, Instant::now().into_std());
+        lock(&self.breaker).handle_verdict(verdict, Instant::now().into_std());
         Ok(Guarded { value, queued })
     }
 }

@@ -16,23 +16,23 @@ fn three_unanswered_rest_then_a_probe_decides() {
     let mut b = Breaker::new(BreakerSettings::default());
     let t0 = Instant::now();
     for _ in 0..3 {
-        assert_eq!(b.admit(t0), Admission::Call);
-        b.record(Verdict::Unanswered, t0);
+        assert_eq!(b.poll_admission(t0), Admission::Call);
+        b.handle_verdict(Verdict::Unanswered, t0);
     }
     assert_eq!(b.state(), BreakerState::Resting { until: t0 + REST });
     assert_eq!(
-        b.admit(t0 + Duration::from_secs(59)),
+        b.poll_admission(t0 + Duration::from_secs(59)),
         Admission::Rest {
             remaining: Duration::from_secs(1)
         }
     );
-    assert_eq!(b.admit(t0 + REST), Admission::Probe);
+    assert_eq!(b.poll_admission(t0 + REST), Admission::Probe);
     assert_eq!(
-        b.admit(t0 + REST),
+        b.poll_admission(t0 + REST),
         Admission::ProbeInFlight,
         "one probe at a time"
     );
-    b.record(Verdict::Unanswered, t0 + REST);
+    b.handle_verdict(Verdict::Unanswered, t0 + REST);
     assert_eq!(
         b.state(),
         BreakerState::Resting {
@@ -40,8 +40,8 @@ fn three_unanswered_rest_then_a_probe_decides() {
         },
         "unanswered probe rests again"
     );
-    assert_eq!(b.admit(t0 + 2 * REST), Admission::Probe);
-    b.record(Verdict::Answered, t0 + 2 * REST);
+    assert_eq!(b.poll_admission(t0 + 2 * REST), Admission::Probe);
+    b.handle_verdict(Verdict::Answered, t0 + 2 * REST);
     assert_eq!(b.state(), BreakerState::Closed { unanswered: 0 });
 }
 
@@ -56,8 +56,8 @@ fn an_answer_between_timeouts_resets_the_count() {
         Verdict::Unanswered,
         Verdict::Unanswered,
     ] {
-        assert_eq!(b.admit(t0), Admission::Call);
-        b.record(verdict, t0);
+        assert_eq!(b.poll_admission(t0), Admission::Call);
+        b.handle_verdict(verdict, t0);
     }
     assert_eq!(b.state(), BreakerState::Closed { unanswered: 2 });
 }
@@ -69,11 +69,11 @@ fn an_abandoned_probe_lets_the_next_call_probe() {
         ..BreakerSettings::default()
     });
     let t0 = Instant::now();
-    b.admit(t0);
-    b.record(Verdict::Unanswered, t0);
-    assert_eq!(b.admit(t0 + REST), Admission::Probe);
-    b.abandon_probe(t0 + REST);
-    assert_eq!(b.admit(t0 + REST), Admission::Probe);
+    b.poll_admission(t0);
+    b.handle_verdict(Verdict::Unanswered, t0);
+    assert_eq!(b.poll_admission(t0 + REST), Admission::Probe);
+    b.handle_probe_abandoned(t0 + REST);
+    assert_eq!(b.poll_admission(t0 + REST), Admission::Probe);
 }
 
 proptest! {
@@ -88,10 +88,10 @@ proptest! {
         let t0 = Instant::now();
         let mut in_a_row = 0;
         for answered in verdicts {
-            if b.admit(t0) != Admission::Call {
+            if b.poll_admission(t0) != Admission::Call {
                 break;
             }
-            b.record(if answered { Verdict::Answered } else { Verdict::Unanswered }, t0);
+            b.handle_verdict(if answered { Verdict::Answered } else { Verdict::Unanswered }, t0);
             in_a_row = if answered { 0 } else { in_a_row + 1 };
             let resting = matches!(b.state(), BreakerState::Resting { .. });
             prop_assert_eq!(resting, in_a_row >= threshold);

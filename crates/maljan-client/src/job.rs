@@ -36,7 +36,7 @@ pub enum TakenFile {
 ///
 /// Hashed as it was copied in: its uploads announce this digest without reading the file a
 /// first time, and one whose bytes no longer match it is not finished (see
-/// [`maljan_staging::upload_announced`]).
+/// [`maljan_staging::upload_with_digest`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sample {
     /// The copy in the job's directory.

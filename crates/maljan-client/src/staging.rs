@@ -9,7 +9,7 @@ use std::time::Instant;
 use maljan_mcp_proto::maljan::{Outcome, ToolAnswer, ToolFailure, is_platform_primitive};
 use maljan_staging::{
     CHUNK_BYTES, Degradation, Disclosed, Disclosure, DisclosureOutcome, SampleMount, Staging,
-    ToolCaller, UploadMode, decide, upload, upload_announced,
+    ToolCaller, UploadMode, upload, upload_with_digest,
 };
 use serde_json::Value;
 
@@ -139,7 +139,7 @@ impl<S: CallService> Staged<S> {
             let Value::String(written) = value else {
                 continue;
             };
-            match decide(self.place.reach(), job.dir(), written) {
+            match Staging::for_argument(self.place.reach(), job.dir(), written) {
                 Staging::AsWritten => {}
                 Staging::Rewrite(path) => {
                     sent.insert(key.clone(), Value::String(path));
@@ -193,7 +193,8 @@ impl<S: CallService> Staged<S> {
         let chunk = CHUNK_BYTES as usize;
         let result = match announced {
             Some(announced) => {
-                upload_announced(&primitives, local, &name, announced, mode, chunk, progress).await
+                upload_with_digest(&primitives, local, &name, announced, mode, chunk, progress)
+                    .await
             }
             None => upload(&primitives, local, &name, mode, chunk, progress).await,
         };

@@ -23,7 +23,7 @@ use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_mai
 use maljan_client::{
     ClientSettings, ConnectionContext, Job, ServerCommand, ServerConfig, ServerConnection,
 };
-use maljan_staging::{CHUNK_BYTES, Origin, UploadMode, download, upload, upload_announced};
+use maljan_staging::{CHUNK_BYTES, Origin, UploadMode, download, upload, upload_with_digest};
 use sha2::{Digest, Sha256};
 use tokio::runtime::Runtime;
 
@@ -175,7 +175,7 @@ fn bench(c: &mut Criterion) {
     });
     let upload_sample = || {
         runtime
-            .block_on(upload_announced(
+            .block_on(upload_with_digest(
                 &server,
                 &sample.path,
                 "big.bin",

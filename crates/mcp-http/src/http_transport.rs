@@ -389,8 +389,8 @@ impl HttpTransport {
                         break;
                     }
                 };
-                parser.feed(&chunk);
-                while let Some(item) = parser.next_item() {
+                parser.handle_bytes(&chunk);
+                while let Some(item) = parser.poll_item() {
                     match item {
                         SseItem::Event(event) => {
                             if let Some(reply) = self.handle_line(event.data.as_bytes(), id).await?
@@ -432,7 +432,7 @@ impl HttpTransport {
                 last_id,
                 "resuming a cut reply stream"
             );
-            parser.finish();
+            parser.handle_eof();
             let sent_session = self.session_id();
             let get = self.get_stream(Some(&last_id));
             let resumed = get.send().await.map_err(|e| self.unreachable(e))?;
@@ -543,8 +543,8 @@ impl HttpTransport {
             let mut stream = response.bytes_stream();
             let nobody = RequestId::String(String::new());
             while let Some(Ok(chunk)) = stream.next().await {
-                parser.feed(&chunk);
-                while let Some(item) = parser.next_item() {
+                parser.handle_bytes(&chunk);
+                while let Some(item) = parser.poll_item() {
                     match item {
                         SseItem::Event(event) => {
                             let _ = connection.handle_line(event.data.as_bytes(), &nobody).await;

@@ -13,8 +13,8 @@
 //! ```
 //! use maljan_mcp_http::{SseItem, SseParser};
 //! let mut parser = SseParser::new(64);
-//! parser.feed(b"event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n");
-//! assert!(matches!(parser.next_item(), Some(SseItem::Event(e)) if e.event == "message"));
+//! parser.handle_bytes(b"event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n");
+//! assert!(matches!(parser.poll_item(), Some(SseItem::Event(e)) if e.event == "message"));
 //! ```
 
 #![forbid(unsafe_code)]
@@ -48,12 +48,12 @@ pub mod fuzzing {
         let mut parser = SseParser::new(bound);
         let chunk = usize::from(chunk % 32) + 1;
         for piece in rest.chunks(chunk) {
-            parser.feed(piece);
+            parser.handle_bytes(piece);
             assert!(
                 parser.buffered() <= bound + 16 + chunk,
                 "memory bounded by the event bound"
             );
-            while let Some(item) = parser.next_item() {
+            while let Some(item) = parser.poll_item() {
                 if let SseItem::Event(event) = item {
                     assert!(
                         event.data.len() <= bound,
@@ -62,6 +62,6 @@ pub mod fuzzing {
                 }
             }
         }
-        parser.finish();
+        parser.handle_eof();
     }
 }

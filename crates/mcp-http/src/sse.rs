@@ -44,10 +44,10 @@ pub enum SseItem {
 /// ```
 /// use maljan_mcp_http::{SseItem, SseParser};
 /// let mut parser = SseParser::new(1024);
-/// parser.feed(b"id: 7\nretry: 500\ndata: {\"jsonrpc\":\"2.0\",\n");
-/// parser.feed(b"data: \"method\":\"n\"}\n\n");
-/// assert_eq!(parser.next_item(), Some(SseItem::Retry(500)));
-/// let Some(SseItem::Event(event)) = parser.next_item() else { panic!() };
+/// parser.handle_bytes(b"id: 7\nretry: 500\ndata: {\"jsonrpc\":\"2.0\",\n");
+/// parser.handle_bytes(b"data: \"method\":\"n\"}\n\n");
+/// assert_eq!(parser.poll_item(), Some(SseItem::Retry(500)));
+/// let Some(SseItem::Event(event)) = parser.poll_item() else { panic!() };
 /// assert_eq!(event.data, "{\"jsonrpc\":\"2.0\",\n\"method\":\"n\"}");
 /// assert_eq!(parser.last_event_id(), Some("7"));
 /// ```
@@ -102,7 +102,7 @@ impl SseParser {
     }
 
     /// Takes bytes of the stream.
-    pub fn feed(&mut self, bytes: &[u8]) {
+    pub fn handle_bytes(&mut self, bytes: &[u8]) {
         let mut rest = bytes;
         while !rest.is_empty() && !self.failed {
             if self.after_cr {
@@ -133,14 +133,14 @@ impl SseParser {
     }
 
     /// The stream ended: a last event without its blank line is dropped, as the standard says.
-    pub fn finish(&mut self) {
+    pub fn handle_eof(&mut self) {
         self.line.clear();
         self.event = SseEvent::default();
         self.has_data = false;
     }
 
     /// The next item, or `None` until more bytes come.
-    pub fn next_item(&mut self) -> Option<SseItem> {
+    pub fn poll_item(&mut self) -> Option<SseItem> {
         self.items.pop_front()
     }
 
@@ -237,8 +237,8 @@ mod tests {
         let mut p = SseParser::new(max);
         let mut out = Vec::new();
         for c in chunks {
-            p.feed(c);
-            while let Some(i) = p.next_item() {
+            p.handle_bytes(c);
+            while let Some(i) = p.poll_item() {
                 out.push(i);
             }
         }
@@ -268,25 +268,25 @@ mod tests {
         let big = [b"data: ".as_slice(), &[b'x'; 500], b"\n\ndata: ok\n\n"].concat();
         let mut p = SseParser::new(100);
         for piece in big.chunks(7) {
-            p.feed(piece);
+            p.handle_bytes(piece);
             assert!(p.buffered() <= 116, "memory bounded");
         }
-        assert_eq!(p.next_item(), Some(SseItem::Oversized { length: 500 }));
-        assert_eq!(p.next_item(), Some(event("ok")));
+        assert_eq!(p.poll_item(), Some(SseItem::Oversized { length: 500 }));
+        assert_eq!(p.poll_item(), Some(event("ok")));
     }
 
     #[test]
     fn events_without_data_are_not_dispatched_but_their_id_counts() {
         let mut p = SseParser::new(100);
-        p.feed(b"id: 1\ndata:\n\nid: 2\n\n");
+        p.handle_bytes(b"id: 1\ndata:\n\nid: 2\n\n");
         assert_eq!(
-            p.next_item(),
+            p.poll_item(),
             Some(SseItem::Event(SseEvent {
                 id: Some("1".into()),
                 ..SseEvent::default()
             }))
         );
-        assert_eq!(p.next_item(), None);
+        assert_eq!(p.poll_item(), None);
         assert_eq!(p.last_event_id(), Some("2"));
     }
 }

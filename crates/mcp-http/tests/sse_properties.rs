@@ -10,9 +10,9 @@ fn parse(bytes: &[u8], cuts: &[usize], bound: usize) -> (Vec<SseItem>, Option<St
     let mut items = Vec::new();
     let mut start = 0;
     for cut in cuts.into_iter().chain([bytes.len()]) {
-        parser.feed(&bytes[start..cut]);
+        parser.handle_bytes(&bytes[start..cut]);
         start = cut;
-        while let Some(item) = parser.next_item() {
+        while let Some(item) = parser.poll_item() {
             items.push(item);
         }
     }

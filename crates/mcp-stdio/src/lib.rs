@@ -43,7 +43,7 @@ mod transport;
 
 pub use classifier::{
     ClassifierConfig, DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_STATEMENTS, EXCERPT_CHARS, Event,
-    Excerpt, LineClassifier, LineCounts, ReadRoom, SetupWindow,
+    Excerpt, LineClassifier, LineCounts, ReadTarget, SetupWindow,
 };
 #[cfg(feature = "transport")]
 pub use transport::{

@@ -111,7 +111,7 @@ fn classify_read_in_place(
     let mut stdout = bytes;
     for size in sizes.iter().map(|s| 1 + s % 64).cycle() {
         let read =
-            futures::executor::block_on(stdout.read_buf(&mut classifier.read_room(size).buf()))
+            futures::executor::block_on(stdout.read_buf(&mut classifier.read_target(size).buf()))
                 .expect("reading from memory");
         if read == 0 {
             classifier.handle_eof();

@@ -28,7 +28,7 @@ use subtle::ConstantTimeEq;
 use crate::job::lock;
 use crate::server::{Answer, InFlight, encode, error_reply};
 use crate::tool::Cancellation;
-use crate::{Job, Server};
+use crate::{JobDir, Server};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 /// The largest request body accepted: a 4 MiB file chunk in base64 fits many times over.
@@ -118,7 +118,7 @@ impl HttpOptions {
 /// One MCP session: its job and its calls in flight.
 #[derive(Debug)]
 struct Session {
-    job: Arc<Job>,
+    job: Arc<JobDir>,
     in_flight: Mutex<HashMap<RequestId, InFlight>>,
     last_used: Mutex<Instant>,
 }
@@ -372,7 +372,7 @@ fn initialize(state: &HttpState, request: Request) -> Response {
             ),
         );
     }
-    let created = new_session_id().and_then(|sid| Ok((sid, Job::temporary()?)));
+    let created = new_session_id().and_then(|sid| Ok((sid, JobDir::temporary()?)));
     let (session_id, job) = match created {
         Ok(made) => made,
         Err(e) => {

@@ -49,7 +49,7 @@ type FileStamp = (u64, u64, u64, SystemTime);
 /// directory is held open: every path beneath it is resolved against it (see
 /// [`maljan_confine::Root`]).
 #[derive(Debug)]
-pub struct Job {
+pub struct JobDir {
     root: Root,
     owned_temp: bool,
     pub(crate) uploads: Mutex<HashMap<u64, Upload>>,
@@ -69,14 +69,14 @@ fn stamp(file: &File) -> io::Result<FileStamp> {
     Ok((meta.dev(), meta.ino(), meta.len(), meta.modified()?))
 }
 
-impl Job {
+impl JobDir {
     /// A job in `dir` (created if missing), kept when the job ends.
-    pub fn in_dir(dir: impl AsRef<Path>) -> io::Result<Arc<Job>> {
+    pub fn in_dir(dir: impl AsRef<Path>) -> io::Result<Arc<JobDir>> {
         Self::create(dir.as_ref(), false)
     }
 
-    fn create(dir: &Path, owned_temp: bool) -> io::Result<Arc<Job>> {
-        Ok(Arc::new(Job {
+    fn create(dir: &Path, owned_temp: bool) -> io::Result<Arc<JobDir>> {
+        Ok(Arc::new(JobDir {
             root: Root::create(dir)?,
             owned_temp,
             uploads: Mutex::default(),
@@ -87,7 +87,7 @@ impl Job {
     }
 
     /// The job `MALJAN_JOB_DIR` names, or a fresh temporary one, removed when the job ends.
-    pub fn from_env() -> io::Result<Arc<Job>> {
+    pub fn from_env() -> io::Result<Arc<JobDir>> {
         match std::env::var_os(JOB_DIR_ENV) {
             Some(dir) if !dir.is_empty() => Self::in_dir(PathBuf::from(dir)),
             _ => Self::temporary(),
@@ -95,7 +95,7 @@ impl Job {
     }
 
     /// A fresh temporary job directory, removed when the job ends.
-    pub fn temporary() -> io::Result<Arc<Job>> {
+    pub fn temporary() -> io::Result<Arc<JobDir>> {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let nanos = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
@@ -156,7 +156,7 @@ impl Job {
     }
 }
 
-impl Drop for Job {
+impl Drop for JobDir {
     fn drop(&mut self) {
         let uploads = std::mem::take(&mut *lock(&self.uploads));
         for upload in uploads.into_values() {

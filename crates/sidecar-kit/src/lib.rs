@@ -40,6 +40,7 @@
 mod buffers;
 mod call_params;
 mod confined;
+mod file_primitives;
 mod http;
 mod job;
 mod logging;
@@ -49,11 +50,15 @@ mod reply;
 mod server;
 mod stdio_safe;
 mod tool;
-mod transfer;
 
 pub use confined::{ConfinedFile, ROOTS_ENV};
+pub use file_primitives::{
+    CHUNKS_IN_FLIGHT, MAX_CHUNK_AHEAD, MAX_CHUNKS_WAITING, MAX_CHUNKS_WAITING_IN_ALL,
+    MAX_GET_FILE_CHUNK, MAX_UPLOAD_BYTES, MAX_UPLOADS_IN_PROGRESS, SAMPLES_DIR, TURN_WAIT,
+    TransferLimits, UPLOAD_IDLE,
+};
 pub use http::{HttpOptions, MAX_REQUEST_BYTES, MAX_SESSIONS, SESSION_IDLE};
-pub use job::{JOB_DIR_ENV, Job};
+pub use job::{JOB_DIR_ENV, JobDir};
 pub use logging::log_to_stderr;
 pub use probe::{Probe, ProbeResult};
 pub use quoting::{Unquoted, unquote};
@@ -61,8 +66,3 @@ pub use reply::MAX_ANSWER_BYTES;
 pub use server::{CAPABILITIES, Server, ServerBuilder};
 pub use stdio_safe::stdio_safe;
 pub use tool::{Arguments, Cancellation, Dependency, ToolContext, ToolResult, ToolSpec};
-pub use transfer::{
-    CHUNKS_IN_FLIGHT, MAX_CHUNK_AHEAD, MAX_CHUNKS_WAITING, MAX_CHUNKS_WAITING_IN_ALL,
-    MAX_GET_FILE_CHUNK, MAX_UPLOAD_BYTES, MAX_UPLOADS_IN_PROGRESS, SAMPLES_DIR, TURN_WAIT,
-    TransferLimits, UPLOAD_IDLE,
-};

@@ -27,7 +27,7 @@ use crate::buffers::BUFFERS;
 use crate::call_params::{Chunk, ToolCall};
 use crate::reply::{response_line, tool_reply};
 use crate::tool::{Cancellation, ChunkHandler, Handler};
-use crate::{Arguments, Job, ProbeResult, ToolContext, ToolResult, ToolSpec};
+use crate::{Arguments, JobDir, ProbeResult, ToolContext, ToolResult, ToolSpec};
 use maljan_confine::Root;
 
 /// Bytes read from stdin at a time: a file chunk's request line (several MiB) takes a few
@@ -310,14 +310,14 @@ impl Server {
         R: AsyncRead + Unpin,
         W: AsyncWrite + Unpin,
     {
-        let job = Job::from_env()?;
+        let job = JobDir::from_env()?;
         Arc::new(self).serve_job(job, reader, writer).await
     }
 
     /// Serves one job over a reader and a writer (see [`Server::serve`]).
     pub async fn serve_job<R, W>(
         self: Arc<Self>,
-        job: Arc<Job>,
+        job: Arc<JobDir>,
         reader: R,
         writer: W,
     ) -> io::Result<()>
@@ -337,7 +337,7 @@ impl Server {
     /// last sender then ends the writer.
     async fn read_requests<R: AsyncRead + Unpin>(
         self: Arc<Self>,
-        job: Arc<Job>,
+        job: Arc<JobDir>,
         mut reader: R,
         out_tx: mpsc::Sender<Vec<u8>>,
     ) -> io::Result<()> {
@@ -349,7 +349,7 @@ impl Server {
         let mut classifier = LineClassifier::new(config);
         loop {
             let read = reader
-                .read_buf(&mut classifier.read_room(READ_BYTES).buf())
+                .read_buf(&mut classifier.read_target(READ_BYTES).buf())
                 .await?;
             if read == 0 {
                 classifier.handle_eof();
@@ -469,7 +469,7 @@ impl Server {
     async fn handle_request(
         self: &Arc<Self>,
         request: Request,
-        job: &Arc<Job>,
+        job: &Arc<JobDir>,
         out: &mpsc::Sender<Vec<u8>>,
         in_flight: &Arc<Mutex<HashMap<RequestId, InFlight>>>,
         calls: &mut JoinSet<()>,
@@ -516,7 +516,7 @@ impl Server {
         self: Arc<Self>,
         id: RequestId,
         params: Box<RawValue>,
-        job: Arc<Job>,
+        job: Arc<JobDir>,
         cancellation: Cancellation,
     ) -> Vec<u8> {
         let reply_id = id.clone();
@@ -543,7 +543,7 @@ impl Server {
         &self,
         id: RequestId,
         params: &RawValue,
-        job: Arc<Job>,
+        job: Arc<JobDir>,
         cancellation: Cancellation,
     ) -> Vec<u8> {
         let Some(call) = ToolCall::read(params.get(), self.chunk_tool()) else {

@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 use crate::call_params::Chunk;
 use crate::confined::{ConfinedFile, open_beneath};
-use crate::{Job, Probe};
+use crate::{JobDir, Probe};
 
 /// What a handler returns: the answer, or the failure the kit turns into an error envelope.
 pub type ToolResult = Result<Value, ToolFailure>;
@@ -132,7 +132,7 @@ impl Cancellation {
 /// ```
 /// let dir = tempfile::tempdir()?;
 /// std::fs::write(dir.path().join("sample.txt"), "hello")?;
-/// let job = maljan_sidecar_kit::Job::in_dir(dir.path())?;
+/// let job = maljan_sidecar_kit::JobDir::in_dir(dir.path())?;
 /// let ctx = maljan_sidecar_kit::ToolContext::for_job("demo", job);
 /// let opened = ctx.open("sample.txt").unwrap();
 /// assert_eq!(opened.size, 5);
@@ -147,7 +147,7 @@ pub struct ToolContext {
     /// What the dependency's probe found (a program's path, a variable's value).
     pub dependency: Option<String>,
     /// The job the call belongs to: where the tool writes its files.
-    pub job: Arc<Job>,
+    pub job: Arc<JobDir>,
     /// The directories besides the job's whose files the server reads.
     roots: Arc<[Root]>,
     cancellation: Cancellation,
@@ -156,7 +156,7 @@ pub struct ToolContext {
 impl ToolContext {
     /// A context for a call of `tool` in `job`, with no other roots (for tests and tools
     /// that call each other).
-    pub fn for_job(tool: impl Into<String>, job: Arc<Job>) -> Self {
+    pub fn for_job(tool: impl Into<String>, job: Arc<JobDir>) -> Self {
         ToolContext {
             tool: tool.into(),
             dependency: None,

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use maljan_sidecar_kit::{HttpOptions, Job, Server, ToolSpec, TransferLimits};
+use maljan_sidecar_kit::{HttpOptions, JobDir, Server, ToolSpec, TransferLimits};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines, ReadHalf, WriteHalf};
@@ -45,7 +45,7 @@ fn call(id: u64, name: &str, arguments: Value) -> Value {
         "params": {"name": name, "arguments": arguments}})
 }
 
-fn start_in(server: Server, job: Arc<Job>) -> Client {
+fn start_in(server: Server, job: Arc<JobDir>) -> Client {
     let (client, server_end) = tokio::io::duplex(1 << 16);
     tokio::spawn(async move {
         let (read, write) = tokio::io::split(server_end);
@@ -65,7 +65,7 @@ fn sha(bytes: &[u8]) -> String {
 #[tokio::test]
 async fn a_request_line_over_the_cap_is_answered_with_an_error_for_its_id() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let job = Job::in_dir(dir.path()).expect("job");
+    let job = JobDir::in_dir(dir.path()).expect("job");
     let mut client = start_in(Server::builder("t", "1").file_transfer().build(), job);
     let mut line = br#"{"jsonrpc":"2.0","id":77,"method":"tools/call","params":{"name":"put_sample","arguments":{"content_base64":""#.to_vec();
     line.resize(line.len() + 33 * 1024 * 1024, b'A');
@@ -94,7 +94,7 @@ async fn upload(client: &mut Client, id: u64, name: &str, bytes: &[u8]) -> u64 {
 #[tokio::test]
 async fn names_a_client_chooses_never_stand_for_an_upload_in_progress() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let job = Job::in_dir(dir.path()).expect("job");
+    let job = JobDir::in_dir(dir.path()).expect("job");
     let mut client = start_in(Server::builder("t", "1").file_transfer().build(), job);
     let first = b"the first upload's bytes";
     let upload_a = upload(&mut client, 1, "a.bin", first).await;
@@ -131,7 +131,7 @@ async fn names_a_client_chooses_never_stand_for_an_upload_in_progress() {
 #[tokio::test]
 async fn a_failed_or_abandoned_upload_leaves_no_file_behind() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let job = Job::in_dir(dir.path()).expect("job");
+    let job = JobDir::in_dir(dir.path()).expect("job");
     let limits = TransferLimits::default().upload_idle(Duration::ZERO);
     let mut client = start_in(
         Server::builder("t", "1").file_transfer_with(limits).build(),
@@ -176,7 +176,7 @@ async fn chunks_waiting_for_their_turn_are_bounded_over_all_uploads_and_others_a
         MAX_CHUNKS_WAITING, MAX_CHUNKS_WAITING_IN_ALL, MAX_UPLOADS_IN_PROGRESS,
     };
     let dir = tempfile::tempdir().expect("temp dir");
-    let job = Job::in_dir(dir.path()).expect("job");
+    let job = JobDir::in_dir(dir.path()).expect("job");
     let mut client = start_in(Server::builder("t", "1").file_transfer().build(), job);
     let mut uploads = Vec::new();
     for n in 0..MAX_UPLOADS_IN_PROGRESS as u64 {
@@ -265,7 +265,7 @@ async fn a_cancelled_call_stops_its_handler() {
     let dir = tempfile::tempdir().expect("temp dir");
     let (tx, rx) = mpsc::channel();
     let events = Arc::new(std::sync::Mutex::new(rx));
-    let mut client = start_in(looping_server(tx), Job::in_dir(dir.path()).expect("job"));
+    let mut client = start_in(looping_server(tx), JobDir::in_dir(dir.path()).expect("job"));
     client.send(call(1, "spin", json!({}))).await;
     handler_says(&events, "started").await;
     client

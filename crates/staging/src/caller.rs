@@ -23,7 +23,7 @@ pub trait ToolCaller {
 /// `FuturesOrdered` and then takes an answer that is already there does not poll the new
 /// call until it waits again, after decoding or encoding a chunk: the server idles that
 /// long. Started here, the request is on its way while the driver works.
-pub(crate) async fn started<F: Future>(call: F) -> impl Future<Output = F::Output> {
+pub(crate) async fn send_at_once<F: Future>(call: F) -> impl Future<Output = F::Output> {
     let mut call = Box::pin(call);
     let first = futures::poll!(call.as_mut());
     async move {
@@ -44,7 +44,7 @@ mod tests {
     async fn a_started_call_has_run_up_to_its_first_wait() {
         let sent = AtomicBool::new(false);
         let (answer_tx, answer_rx) = tokio::sync::oneshot::channel::<u32>();
-        let rest = started(async {
+        let rest = send_at_once(async {
             sent.store(true, Ordering::SeqCst);
             answer_rx.await
         })
@@ -59,6 +59,6 @@ mod tests {
 
     #[tokio::test]
     async fn a_call_that_ends_at_once_keeps_its_output() {
-        assert_eq!(started(async { 7 }).await.await, 7);
+        assert_eq!(send_at_once(async { 7 }).await.await, 7);
     }
 }

@@ -37,7 +37,7 @@ pub async fn hash_file(path: &Path) -> std::io::Result<(u64, String)> {
 /// the copy's size and sha256, from one read of the file.
 ///
 /// A file copied into a job this way (its sample) can later be uploaded with
-/// [`upload_announced`](crate::upload_announced), without being read a first time to hash it.
+/// [`upload_with_digest`](crate::upload_with_digest), without being read a first time to hash it.
 ///
 /// ```
 /// let dir = tempfile::tempdir().unwrap();

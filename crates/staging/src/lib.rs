@@ -8,12 +8,12 @@
 //! - **Upload** ([`upload`]): `put_sample_begin` / `_chunk` / `_finish` streamed from disk,
 //!   hashed as read, finish not called when the bytes changed; or one `put_sample`. A file
 //!   whose digest is known (a stored artefact's name, a sample hashed as it was copied
-//!   with [`copy_hashed`]) goes with [`upload_announced`], without being hashed first.
+//!   with [`copy_hashed`]) goes with [`upload_with_digest`], without being hashed first.
 //! - **The artefact store**: content-addressed by sha256, written atomically, each file's
 //!   name and origin indexed.
 //! - **Disclosure records** and **degradation reasons**: what was sent where; what was done
 //!   with less, and why. Staging never fails a run.
-//! - **The staging decision** ([`decide`]): the transport decides; only files inside the
+//! - **The staging decision** ([`Staging::for_argument`]): the transport decides; only files inside the
 //!   job's directory are ever read.
 //!
 //! ```
@@ -26,19 +26,21 @@
 #![forbid(unsafe_code)]
 
 mod caller;
-mod decision;
 mod disclosure;
 mod download;
 mod hashing;
+mod path_argument;
 mod store;
 mod upload;
 
 pub use caller::ToolCaller;
-pub use decision::{Reach, SampleMount, Staging, decide};
 pub use disclosure::{Degradation, Disclosed, Disclosure, DisclosureOutcome};
 pub use download::{
     CHUNK_BYTES, ChunkRequest, DownloadError, DownloadValidator, VerifiedDownload, download,
 };
 pub use hashing::{copy_hashed, hash_file};
+pub use path_argument::{Reach, SampleMount, Staging};
 pub use store::{ArtefactStore, IncomingFile, Origin, StoredArtefact};
-pub use upload::{UploadError, UploadMode, UploadReceipt, upload, upload_announced};
+pub use upload::{
+    ChunkCall, UploadError, UploadMode, UploadReceipt, UploadValidator, upload, upload_with_digest,
+};

@@ -58,7 +58,7 @@ fn run(
     // not show in a shorter one.
     let mut buffer = Vec::new();
     let mut index = 0;
-    while let Some(request) = v.next_request() {
+    while let Some(request) = v.poll_request() {
         let mut answer = honest(file, &request, choices[index % choices.len()]);
         match lie {
             Some((Lie::WrongFinalSha, _)) => answer["sha256"] = json!(sha(b"something else")),
@@ -122,7 +122,7 @@ proptest! {
         let answers = {
             let mut v = DownloadValidator::new("out/f", asked);
             let mut n = 0;
-            while let Some(r) = v.next_request() {
+            while let Some(r) = v.poll_request() {
                 v.handle_answer(&honest(&file, &r, choices[n % choices.len()])).expect("honest");
                 n += 1;
             }
@@ -171,6 +171,6 @@ fn an_empty_file_is_one_empty_answer() {
         .handle_answer(&json!({"size": 0, "sha256": sha(b""), "offset": 0, "content_base64": ""}))
         .expect("accepted");
     assert!(bytes.is_empty());
-    assert_eq!(v.next_request(), None);
+    assert_eq!(v.poll_request(), None);
     assert_eq!(v.finish().expect("complete").size, 0);
 }

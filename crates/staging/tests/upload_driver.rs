@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use maljan_mcp_proto::maljan::{ErrorCode, ToolFailure};
-use maljan_staging::{ToolCaller, UploadError, UploadMode, upload, upload_announced};
+use maljan_staging::{ToolCaller, UploadError, UploadMode, upload, upload_with_digest};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -159,7 +159,7 @@ proptest! {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()
             .expect("runtime");
-        let result = runtime.block_on(upload_announced(
+        let result = runtime.block_on(upload_with_digest(
             &server,
             &path,
             "f",

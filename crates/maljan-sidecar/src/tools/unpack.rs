@@ -369,7 +369,7 @@ mod tests {
     use std::io::Write;
     use std::path::Path;
 
-    use maljan_sidecar_kit::{Arguments, Job, ToolContext};
+    use maljan_sidecar_kit::{Arguments, JobDir, ToolContext};
     use proptest::prelude::*;
     use serde_json::json;
 
@@ -423,7 +423,7 @@ mod tests {
                 }
             }
             writer.finish().expect("archive");
-            let ctx = ToolContext::for_job("unpack", Job::in_dir(&job_dir).expect("job"));
+            let ctx = ToolContext::for_job("unpack", JobDir::in_dir(&job_dir).expect("job"));
             let args = Arguments::new(json!({"path": "a.zip"}).as_object().expect("object").clone());
             let answer = super::unpack(&args, &ctx).expect("an unpack never fails for a member");
             let out = Path::new(answer["directory"].as_str().expect("a directory")).to_owned();

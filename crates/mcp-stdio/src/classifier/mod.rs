@@ -6,7 +6,7 @@
 //! byte-order mark.
 //!
 //! Call order: [`LineClassifier::handle_bytes`] with what was read (or read straight into
-//! its buffer through [`LineClassifier::read_room`]), then [`LineClassifier::poll_event`]
+//! its buffer through [`LineClassifier::read_target`]), then [`LineClassifier::poll_event`]
 //! until it returns `None`, then read again. At the end of the stream call
 //! [`LineClassifier::handle_eof`] and poll again. Control calls
 //! ([`LineClassifier::close_setup_window`]) take effect from the next line polled.
@@ -141,16 +141,16 @@ pub struct LineClassifier {
 }
 
 /// Room to read stdout into, straight into a [`LineClassifier`]'s buffer: see
-/// [`LineClassifier::read_room`]. Only bytes can be put in it; dropped, it hands them to the
+/// [`LineClassifier::read_target`]. Only bytes can be put in it; dropped, it hands them to the
 /// classifier.
 #[derive(Debug)]
-pub struct ReadRoom<'a> {
+pub struct ReadTarget<'a> {
     classifier: &'a mut LineClassifier,
     held: usize,
     max: usize,
 }
 
-impl ReadRoom<'_> {
+impl ReadTarget<'_> {
     /// The room, to read into (`AsyncReadExt::read_buf`, say): up to the `max` bytes asked.
     pub fn buf(&mut self) -> Limit<&mut BytesMut> {
         let room = self
@@ -160,7 +160,7 @@ impl ReadRoom<'_> {
     }
 }
 
-impl Drop for ReadRoom<'_> {
+impl Drop for ReadTarget<'_> {
     fn drop(&mut self) {
         self.classifier.take_appended(self.held);
     }
@@ -220,14 +220,14 @@ impl LineClassifier {
     /// use tokio::io::AsyncReadExt;
     /// let mut stdout: &[u8] = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n";
     /// let mut classifier = LineClassifier::default();
-    /// let read = stdout.read_buf(&mut classifier.read_room(1 << 20).buf()).await?;
+    /// let read = stdout.read_buf(&mut classifier.read_target(1 << 20).buf()).await?;
     /// assert_eq!(read, 37);
     /// assert!(matches!(classifier.poll_event(), Some(Event::Message(_))));
     /// # Ok(()) }
     /// ```
-    pub fn read_room(&mut self, max: usize) -> ReadRoom<'_> {
+    pub fn read_target(&mut self, max: usize) -> ReadTarget<'_> {
         self.buf.reserve(max);
-        ReadRoom {
+        ReadTarget {
             held: self.buf.len(),
             max,
             classifier: self,

@@ -500,7 +500,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
         // The room hands what was read to the classifier as it goes, at the end of this
         // statement.
         let read = reader
-            .read_buf(&mut classifier.read_room(READ_CHUNK).buf())
+            .read_buf(&mut classifier.read_target(READ_CHUNK).buf())
             .await;
         match read {
             Ok(0) => classifier.handle_eof(),

@@ -3,7 +3,7 @@ use futures::stream::FuturesOrdered;
 use maljan_direct_write::DirectWriter;
 
 use super::{DownloadError, DownloadValidator};
-use crate::caller::started;
+use crate::caller::send_at_once;
 use crate::{ArtefactStore, Origin, StoredArtefact, ToolCaller};
 
 /// The chunk asked for at a time: 4 MiB.
@@ -61,7 +61,7 @@ pub async fn download<C: ToolCaller>(
             };
             ask_from = request.offset + request.length;
             in_flight.push_back(
-                started(async move {
+                send_at_once(async move {
                     let answer = caller.call_tool("get_file", request.arguments()).await;
                     (request, answer)
                 })

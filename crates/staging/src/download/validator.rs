@@ -42,12 +42,12 @@ pub struct VerifiedDownload {
 /// ```
 /// use maljan_staging::{ChunkRequest, DownloadValidator};
 /// let mut v = DownloadValidator::new("out/a.txt", 4);
-/// assert_eq!(v.next_request(), Some(ChunkRequest { path: "out/a.txt".into(), offset: 0, length: 4 }));
+/// assert_eq!(v.poll_request(), Some(ChunkRequest { path: "out/a.txt".into(), offset: 0, length: 4 }));
 /// let sha = "b94d27b9934d3e08a52e52d7da7dabfac484efe37a5380ee9088f7ace2efcde9"; // "hello world"
 /// let bytes = v.handle_answer(&serde_json::json!({
 ///     "size": 11, "sha256": sha, "offset": 0, "content_base64": "aGVsbA=="})).unwrap();
 /// assert_eq!(bytes, b"hell");
-/// assert_eq!(v.next_request().unwrap().offset, 4);
+/// assert_eq!(v.poll_request().unwrap().offset, 4);
 /// ```
 #[derive(Debug, Clone)]
 pub struct DownloadValidator {
@@ -81,7 +81,7 @@ impl DownloadValidator {
     }
 
     /// The next call to make, or `None` once `size` bytes are in.
-    pub fn next_request(&self) -> Option<ChunkRequest> {
+    pub fn poll_request(&self) -> Option<ChunkRequest> {
         if self.size.is_some_and(|size| self.next_offset >= size) {
             return None;
         }
@@ -100,7 +100,7 @@ impl DownloadValidator {
     /// `None` before the size is known (except at the next offset) or at the end.
     pub fn request_at(&self, offset: u64) -> Option<ChunkRequest> {
         if offset == self.next_offset {
-            return self.next_request();
+            return self.poll_request();
         }
         let size = self.size?;
         (offset < size).then(|| ChunkRequest {
@@ -122,7 +122,7 @@ impl DownloadValidator {
         }
     }
 
-    /// Checks the answer to [`next_request`](Self::next_request) and returns its bytes,
+    /// Checks the answer to [`poll_request`](Self::poll_request) and returns its bytes,
     /// hashed and ready to be written.
     pub fn handle_answer(&mut self, answer: &Value) -> Result<Vec<u8>, DownloadError> {
         let mut bytes = Vec::new();
@@ -165,7 +165,7 @@ impl DownloadValidator {
         bytes: &mut Vec<u8>,
     ) -> Result<(), DownloadError> {
         let asked = self
-            .next_request()
+            .poll_request()
             .ok_or_else(|| self.malformed("an answer after the whole file was read"))?;
         if !answer.is_object() {
             return Err(self.malformed(format!("the answer is {answer}, not an object")));

@@ -18,7 +18,7 @@ use maljan_confine::Root;
 
 use crate::call_params::Chunk;
 use crate::job::{INCOMING_DIR, Upload, lock};
-use crate::{Arguments, Job, ServerBuilder, ToolContext, ToolResult, ToolSpec};
+use crate::{Arguments, JobDir, ServerBuilder, ToolContext, ToolResult, ToolSpec};
 
 /// The most bytes one `get_file` answer carries, whatever was asked.
 pub const MAX_GET_FILE_CHUNK: u64 = 16 * 1024 * 1024;
@@ -150,7 +150,7 @@ fn sha_argument(args: &Arguments) -> Result<String, ToolFailure> {
 }
 
 /// A directory of the job, made where missing; a symlink planted in its place is refused.
-fn job_dir(job: &Job, name: &str) -> Result<Root, ToolFailure> {
+fn job_dir(job: &JobDir, name: &str) -> Result<Root, ToolFailure> {
     job.root()
         .create_dirs(name)
         .map_err(|e| failed(format!("the job's {name} directory cannot be used: {e}")))
@@ -161,7 +161,7 @@ fn receipt(path: &std::path::Path, size: u64, sha256: &str) -> Value {
 }
 
 /// A new temporary file for an upload, in the job's `.incoming` directory.
-fn incoming_file(job: &Job) -> Result<(String, std::fs::File), ToolFailure> {
+fn incoming_file(job: &JobDir) -> Result<(String, std::fs::File), ToolFailure> {
     let dir = job_dir(job, INCOMING_DIR)?;
     let temp = job.next_upload_id().to_string();
     let file = dir
@@ -173,7 +173,7 @@ fn incoming_file(job: &Job) -> Result<(String, std::fs::File), ToolFailure> {
 /// Moves a finished upload from `.incoming` to `samples/NAME`, and remembers its digest;
 /// on any failure the temporary file is removed.
 fn store_upload(
-    job: &Job,
+    job: &JobDir,
     temp: &str,
     file: DirectWriter,
     name: &str,
@@ -199,7 +199,7 @@ fn store_upload(
 }
 
 /// Drops the job's uploads left idle longer than `idle`, removing their files.
-fn drop_idle_uploads(job: &Job, idle: Duration) {
+fn drop_idle_uploads(job: &JobDir, idle: Duration) {
     let now = Instant::now();
     let mut uploads = lock(&job.uploads);
     let idle_ids: Vec<u64> = uploads
