@@ -38,6 +38,7 @@
 //! ```
 
 mod buffers;
+mod builder;
 mod call_params;
 mod confined;
 mod file_primitives;
@@ -51,6 +52,7 @@ mod server;
 mod stdio_safe;
 mod tool;
 
+pub use builder::ServerBuilder;
 pub use confined::{ConfinedFile, ROOTS_ENV};
 pub use file_primitives::{
     CHUNKS_IN_FLIGHT, MAX_CHUNK_AHEAD, MAX_CHUNKS_WAITING, MAX_CHUNKS_WAITING_IN_ALL,
@@ -63,6 +65,6 @@ pub use logging::log_to_stderr;
 pub use probe::{Probe, ProbeResult};
 pub use quoting::{Unquoted, unquote};
 pub use reply::MAX_ANSWER_BYTES;
-pub use server::{CAPABILITIES, Server, ServerBuilder};
+pub use server::{CAPABILITIES, Server};
 pub use stdio_safe::stdio_safe;
 pub use tool::{Arguments, Cancellation, Dependency, ToolContext, ToolResult, ToolSpec};

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use maljan_mcp_proto::jsonrpc::{
     ErrorObject, ErrorResponse, Message, Request, RequestId, error_codes,
 };
-use maljan_mcp_proto::maljan::{CapabilityManifest, ErrorCode, ToolCapability, ToolFailure};
+use maljan_mcp_proto::maljan::{CapabilityManifest, ErrorCode, ToolFailure};
 use maljan_mcp_proto::mcp::{
     CancelledParams, Implementation, InitializeParams, InitializeResult, ListToolsResult,
     ProtocolVersion, Tool, methods,
@@ -24,10 +24,10 @@ use tokio::sync::mpsc;
 use tokio::task::{AbortHandle, JoinSet};
 
 use crate::buffers::BUFFERS;
-use crate::call_params::{Chunk, ToolCall};
+use crate::call_params::ToolCall;
 use crate::reply::{response_line, tool_reply};
 use crate::tool::{Cancellation, ChunkHandler, Handler};
-use crate::{Arguments, JobDir, ProbeResult, ToolContext, ToolResult, ToolSpec};
+use crate::{Arguments, JobDir, ServerBuilder, ToolContext, ToolSpec};
 use maljan_confine::Root;
 
 /// Bytes read from stdin at a time: a file chunk's request line (several MiB) takes a few
@@ -45,13 +45,14 @@ pub(crate) enum Answer {
     Call(RequestId, Box<RawValue>),
 }
 
-struct RegisteredTool {
-    spec: ToolSpec,
-    handler: Handler,
+/// A tool as the builder registered it, its dependency probed.
+pub(crate) struct RegisteredTool {
+    pub(crate) spec: ToolSpec,
+    pub(crate) handler: Handler,
     /// How a tool whose arguments are a file chunk takes them read straight from the request.
-    chunk_handler: Option<ChunkHandler>,
+    pub(crate) chunk_handler: Option<ChunkHandler>,
     /// `Ok(found)` or `Err(reason)` from the dependency's probe.
-    dependency: Option<Result<String, String>>,
+    pub(crate) dependency: Option<Result<String, String>>,
 }
 
 /// A call in flight: how to stop its answer, and how to tell its handler to stop.
@@ -65,126 +66,6 @@ impl InFlight {
     pub(crate) fn cancel(&self) {
         self.cancellation.cancel();
         self.answer.abort();
-    }
-}
-
-/// Builds a [`Server`]: tools with their handlers; the manifest is probed at `build`.
-#[derive(Default)]
-pub struct ServerBuilder {
-    name: String,
-    version: String,
-    tools: Vec<(ToolSpec, Handler, Option<ChunkHandler>)>,
-    roots: Vec<Root>,
-}
-
-impl std::fmt::Debug for ServerBuilder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServerBuilder")
-            .field("name", &self.name)
-            .field(
-                "tools",
-                &self.tools.iter().map(|t| &t.0.name).collect::<Vec<_>>(),
-            )
-            .finish()
-    }
-}
-
-impl ServerBuilder {
-    /// Adds a tool. Its handler runs on a blocking thread; a panic in it becomes a
-    /// `tool_failed` answer.
-    pub fn tool<F>(mut self, spec: ToolSpec, handler: F) -> Self
-    where
-        F: Fn(&Arguments, &ToolContext) -> ToolResult + Send + Sync + 'static,
-    {
-        self.tools.push((spec, Arc::new(handler), None));
-        self
-    }
-
-    /// Adds a tool whose arguments are a file chunk: `handler` takes them as any tool's,
-    /// `chunk_handler` as a [`Chunk`] read straight from the request when they can be
-    /// (see [`ToolCall::read`]). Both must answer alike.
-    pub(crate) fn chunk_tool<F, C>(mut self, spec: ToolSpec, handler: F, chunk_handler: C) -> Self
-    where
-        F: Fn(&Arguments, &ToolContext) -> ToolResult + Send + Sync + 'static,
-        C: Fn(&Chunk<'_>, &ToolContext) -> ToolResult + Send + Sync + 'static,
-    {
-        self.tools
-            .push((spec, Arc::new(handler), Some(Arc::new(chunk_handler))));
-        self
-    }
-
-    /// Lets tools read files beneath `root` as well as the job's directory (see
-    /// [`ToolContext::open`]); nothing is ever written there.
-    ///
-    /// ```
-    /// let samples = tempfile::tempdir()?;
-    /// let root = maljan_confine::Root::open(samples.path())?;
-    /// let server = maljan_sidecar_kit::Server::builder("demo", "1").root(root).build();
-    /// # drop(server);
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
-    pub fn root(mut self, root: Root) -> Self {
-        self.roots.push(root);
-        self
-    }
-
-    /// Adds the roots `MALJAN_ROOTS` names (separated by `:`), failing with the one that
-    /// cannot be opened.
-    pub fn roots_from_env(mut self) -> io::Result<Self> {
-        self.roots.extend(crate::confined::roots_from_env()?);
-        Ok(self)
-    }
-
-    /// Probes every tool's dependency and builds the server and its manifest.
-    pub fn build(self) -> Server {
-        let tools = self
-            .tools
-            .into_iter()
-            .map(|(spec, handler, chunk_handler)| {
-                let dependency = spec.dependency.as_ref().map(|d| match d.probe.run() {
-                    ProbeResult::Found(found) => Ok(found),
-                    ProbeResult::Missing(reason) => Err(reason),
-                });
-                RegisteredTool {
-                    spec,
-                    handler,
-                    chunk_handler,
-                    dependency,
-                }
-            })
-            .collect::<Vec<_>>();
-        let manifest = CapabilityManifest {
-            server: self.name.clone(),
-            version: self.version.clone(),
-            tools: tools
-                .iter()
-                .map(|t| ToolCapability {
-                    name: t.spec.name.clone(),
-                    optional_dependency: t.spec.dependency.as_ref().map(|d| d.probe.name()),
-                    available: !matches!(t.dependency, Some(Err(_))),
-                    reason: match &t.dependency {
-                        Some(Err(reason)) => Some(reason.clone()),
-                        _ => None,
-                    },
-                    timeout_s: t.spec.timeout_s,
-                    remediation: match &t.dependency {
-                        Some(Err(_)) => t.spec.dependency.as_ref().map(|d| d.remediation.clone()),
-                        _ => None,
-                    },
-                    without: t.spec.dependency.as_ref().and_then(|d| d.without.clone()),
-                })
-                .collect(),
-        };
-        Server {
-            info: Implementation {
-                name: self.name,
-                version: self.version,
-                title: None,
-            },
-            tools,
-            manifest,
-            roots: self.roots.into(),
-        }
     }
 }
 
@@ -243,14 +124,23 @@ fn panic_text(panic: &(dyn Any + Send)) -> String {
 }
 
 impl Server {
+    pub(crate) fn new(
+        info: Implementation,
+        tools: Vec<RegisteredTool>,
+        manifest: CapabilityManifest,
+        roots: Arc<[Root]>,
+    ) -> Server {
+        Server {
+            info,
+            tools,
+            manifest,
+            roots,
+        }
+    }
+
     /// Starts building a server.
     pub fn builder(name: impl Into<String>, version: impl Into<String>) -> ServerBuilder {
-        ServerBuilder {
-            name: name.into(),
-            version: version.into(),
-            tools: Vec::new(),
-            roots: Vec::new(),
-        }
+        ServerBuilder::new(name.into(), version.into())
     }
 
     /// The capability manifest, as probed at build.

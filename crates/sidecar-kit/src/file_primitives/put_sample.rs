@@ -1,130 +1,25 @@
-//! The platform primitives for moving files: `put_sample` (single and chunked) and
-//! `get_file`. They store only into, and serve only from, the job's directory.
+//! Receiving uploads: `put_sample`, and `put_sample_begin` / `_chunk` / `_finish` with
+//! chunks that may arrive ahead of their turn.
 
-use std::io::{Read, Seek, SeekFrom};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
+use maljan_confine::Root;
 use maljan_direct_write::DirectWriter;
-use maljan_mcp_proto::maljan::{ErrorCode, ToolFailure};
+use maljan_mcp_proto::maljan::ToolFailure;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use super::{
+    CHUNKS_IN_FLIGHT, MAX_CHUNK_AHEAD, MAX_CHUNKS_WAITING, MAX_CHUNKS_WAITING_IN_ALL, SAMPLES_DIR,
+    TransferLimits, bad, failed,
+};
 use crate::buffers::BUFFERS;
-use maljan_confine::Root;
-
 use crate::call_params::Chunk;
 use crate::job::{INCOMING_DIR, Upload, lock};
-use crate::{Arguments, JobDir, ServerBuilder, ToolContext, ToolResult, ToolSpec};
-
-/// The most bytes one `get_file` answer carries, whatever was asked.
-pub const MAX_GET_FILE_CHUNK: u64 = 16 * 1024 * 1024;
-/// How far past the bytes received a chunk may arrive and wait for its turn.
-pub const MAX_CHUNK_AHEAD: u64 = 64 * 1024 * 1024;
-/// How many chunks `put_sample_begin` tells a client it may send before an answer: chunks
-/// of 4 MiB stay well within [`MAX_CHUNK_AHEAD`].
-pub const CHUNKS_IN_FLIGHT: u64 = 4;
-/// How many chunks of one upload may wait for their turn at once; more are refused at once,
-/// so a client cannot tie up the server's threads and memory with chunks that wait.
-pub const MAX_CHUNKS_WAITING: usize = 8;
-/// How long a chunk that arrived ahead of its turn waits for the bytes before it, unless
-/// the server says otherwise ([`TransferLimits::turn_wait`]).
-pub const TURN_WAIT: Duration = Duration::from_secs(30);
-/// Where uploads are stored, inside the job's directory.
-pub const SAMPLES_DIR: &str = "samples";
-/// How many uploads of one job (one stdio process, one HTTP session) may be in progress at
-/// once, unless the server says otherwise ([`TransferLimits::max_uploads`]).
-pub const MAX_UPLOADS_IN_PROGRESS: usize = 16;
-/// How long an upload may go without a call before it is dropped (its file removed), unless
-/// the server says otherwise ([`TransferLimits::upload_idle`]).
-pub const UPLOAD_IDLE: Duration = Duration::from_secs(600);
-/// The largest upload `put_sample_begin` accepts, unless the server says otherwise
-/// ([`TransferLimits::max_upload_bytes`]).
-pub const MAX_UPLOAD_BYTES: u64 = 16 * 1024 * 1024 * 1024;
-/// How many chunks, of all uploads on the server, may wait for their turn at once: each
-/// holds a thread, and the threads are shared with every other call.
-pub const MAX_CHUNKS_WAITING_IN_ALL: usize = 64;
-
-/// The bounds of a server's file transfers (see [`ServerBuilder::file_transfer_with`]).
-///
-/// ```
-/// use std::time::Duration;
-/// use maljan_sidecar_kit::TransferLimits;
-/// let limits = TransferLimits::default()
-///     .turn_wait(Duration::from_secs(5))
-///     .max_upload_bytes(1 << 30)
-///     .max_uploads(4)
-///     .upload_idle(Duration::from_secs(60));
-/// let server = maljan_sidecar_kit::Server::builder("files", "1")
-///     .file_transfer_with(limits)
-///     .build();
-/// assert!(server.manifest().tools.iter().any(|t| t.name == "put_sample_chunk"));
-/// ```
-#[derive(Debug, Clone)]
-pub struct TransferLimits {
-    turn_wait: Duration,
-    max_upload_bytes: u64,
-    max_uploads: usize,
-    upload_idle: Duration,
-    /// Chunks waiting for their turn, over all of the server's uploads.
-    waiting_in_all: Arc<AtomicUsize>,
-}
-
-impl Default for TransferLimits {
-    fn default() -> Self {
-        TransferLimits {
-            turn_wait: TURN_WAIT,
-            max_upload_bytes: MAX_UPLOAD_BYTES,
-            max_uploads: MAX_UPLOADS_IN_PROGRESS,
-            upload_idle: UPLOAD_IDLE,
-            waiting_in_all: Arc::default(),
-        }
-    }
-}
-
-impl TransferLimits {
-    /// How long a chunk that arrived ahead of its turn waits for the bytes before it
-    /// ([`TURN_WAIT`]): shorter where clients are near and a lost chunk should be reported
-    /// soon, longer over slow links.
-    pub fn turn_wait(mut self, wait: Duration) -> Self {
-        self.turn_wait = wait;
-        self
-    }
-
-    /// The largest size `put_sample_begin` accepts ([`MAX_UPLOAD_BYTES`]).
-    pub fn max_upload_bytes(mut self, bytes: u64) -> Self {
-        self.max_upload_bytes = bytes;
-        self
-    }
-
-    /// How many uploads of one job may be in progress at once
-    /// ([`MAX_UPLOADS_IN_PROGRESS`]).
-    pub fn max_uploads(mut self, uploads: usize) -> Self {
-        self.max_uploads = uploads;
-        self
-    }
-
-    /// How long an upload may go without a call before it is dropped ([`UPLOAD_IDLE`]).
-    pub fn upload_idle(mut self, idle: Duration) -> Self {
-        self.upload_idle = idle;
-        self
-    }
-}
-
-fn bad(message: impl Into<String>, remediation: &str) -> ToolFailure {
-    ToolFailure::new(
-        ErrorCode::BadArgument,
-        message,
-        Some(remediation.to_owned()),
-    )
-}
-
-fn failed(message: impl Into<String>) -> ToolFailure {
-    ToolFailure::new(ErrorCode::ToolFailed, message, None)
-}
+use crate::{Arguments, JobDir, ToolContext, ToolResult};
 
 /// The file name part of a client's name: no directories, no `..`, not empty.
 fn safe_name(name: &str) -> Result<String, ToolFailure> {
@@ -217,7 +112,11 @@ fn drop_idle_uploads(job: &JobDir, idle: Duration) {
     job.upload_moved.notify_all();
 }
 
-fn put_sample(args: &Arguments, ctx: &ToolContext, limits: &TransferLimits) -> ToolResult {
+pub(super) fn put_sample(
+    args: &Arguments,
+    ctx: &ToolContext,
+    limits: &TransferLimits,
+) -> ToolResult {
     let name = safe_name(args.string("name")?)?;
     let sha256 = sha_argument(args)?;
     let content = args.string("content_base64")?;
@@ -258,7 +157,11 @@ fn too_large(size: u64, limits: &TransferLimits) -> ToolFailure {
     )
 }
 
-fn put_sample_begin(args: &Arguments, ctx: &ToolContext, limits: &TransferLimits) -> ToolResult {
+pub(super) fn put_sample_begin(
+    args: &Arguments,
+    ctx: &ToolContext,
+    limits: &TransferLimits,
+) -> ToolResult {
     let name = safe_name(args.string("name")?)?;
     let sha256 = sha_argument(args)?;
     let size = args
@@ -316,7 +219,11 @@ fn unknown_upload(id: u64) -> ToolFailure {
 /// A chunk may arrive up to [`MAX_CHUNK_AHEAD`] bytes ahead and waits up to `turn_wait`
 /// for the bytes before it, with at most [`MAX_CHUNKS_WAITING`] others; once a chunk in
 /// turn is refused, those waiting are refused too.
-fn put_sample_chunk(args: &Arguments, ctx: &ToolContext, limits: &TransferLimits) -> ToolResult {
+pub(super) fn put_sample_chunk(
+    args: &Arguments,
+    ctx: &ToolContext,
+    limits: &TransferLimits,
+) -> ToolResult {
     let id = upload_id(args)?;
     let offset = args
         .optional_u64("offset")?
@@ -326,7 +233,11 @@ fn put_sample_chunk(args: &Arguments, ctx: &ToolContext, limits: &TransferLimits
 }
 
 /// [`put_sample_chunk`], its arguments read straight from the request.
-fn put_chunk(chunk: &Chunk<'_>, ctx: &ToolContext, limits: &TransferLimits) -> ToolResult {
+pub(super) fn put_chunk(
+    chunk: &Chunk<'_>,
+    ctx: &ToolContext,
+    limits: &TransferLimits,
+) -> ToolResult {
     store_chunk_in_turn(
         chunk.upload_id,
         chunk.offset,
@@ -471,7 +382,7 @@ fn store_chunk(
     Ok(upload.received)
 }
 
-fn put_sample_finish(args: &Arguments, ctx: &ToolContext) -> ToolResult {
+pub(super) fn put_sample_finish(args: &Arguments, ctx: &ToolContext) -> ToolResult {
     let id = upload_id(args)?;
     let removed = lock(&ctx.job.uploads).remove(&id);
     ctx.job.upload_moved.notify_all();
@@ -505,115 +416,4 @@ fn put_sample_finish(args: &Arguments, ctx: &ToolContext) -> ToolResult {
     }
     let path = store_upload(&ctx.job, &temp, file, &name, &sha256)?;
     Ok(receipt(&path, size, &sha256))
-}
-
-/// Serves a file of the job, opened beneath the job's directory (and read from that one
-/// descriptor only). A file it will not serve is answered `{"error": "..."}`.
-fn get_file(args: &Arguments, ctx: &ToolContext) -> ToolResult {
-    let named = args.string("path")?;
-    let offset = args.optional_u64("offset")?.unwrap_or(0);
-    let length = args
-        .optional_u64("length")?
-        .unwrap_or(MAX_GET_FILE_CHUNK)
-        .min(MAX_GET_FILE_CHUNK);
-    let opened = match crate::confined::open_beneath(&[ctx.job.root()], named) {
-        Ok(opened) => opened,
-        Err(failure) => return Ok(json!({"error": failure.message})),
-    };
-    let file = &opened.file;
-    let (size, sha256) = ctx
-        .job
-        .digest_of(file)
-        .map_err(|e| failed(format!("reading {named}: {e}")))?;
-    let take = length.min(size.saturating_sub(offset));
-    let mut bytes = BUFFERS.take(take as usize);
-    // The descriptor is this call's own (opened above): seeking it moves no one else.
-    let mut reader = file;
-    reader
-        .seek(SeekFrom::Start(offset))
-        .and_then(|_| reader.take(take).read_to_end(&mut bytes))
-        .map_err(|e| failed(format!("reading {named}: {e}")))?;
-    if bytes.len() as u64 != take {
-        return Err(failed(format!(
-            "{named} shrank while it was read: {} bytes at offset {offset}, not {take}",
-            bytes.len()
-        )));
-    }
-    let mut content = BUFFERS.take_string(bytes.len().div_ceil(3) * 4);
-    STANDARD.encode_string(&bytes, &mut content);
-    BUFFERS.give(bytes);
-    let mut answer = json!({"size": size, "sha256": sha256, "offset": offset});
-    // Moved in: `json!` would copy the chunk's base64 (and leave the kept buffer unused).
-    answer["content_base64"] = Value::String(content);
-    Ok(answer)
-}
-
-impl ServerBuilder {
-    /// Offers the file primitives: `put_sample`, `put_sample_begin`, `put_sample_chunk`,
-    /// `put_sample_finish` and `get_file`. Uploads are stored in the job's `samples/`
-    /// directory, checked against their size and digest; `get_file` serves only files inside
-    /// the job's directory.
-    ///
-    /// A client may keep several chunks of an upload in flight: their calls run side by
-    /// side, each chunk is decoded as it comes, and a chunk that arrives before the bytes
-    /// before it waits (up to [`TURN_WAIT`], at most [`MAX_CHUNK_AHEAD`] bytes ahead) for
-    /// its turn to be written and hashed. `put_sample_begin` says so: its answer's
-    /// `chunks_in_flight` is [`CHUNKS_IN_FLIGHT`].
-    ///
-    /// ```
-    /// let server = maljan_sidecar_kit::Server::builder("files", "1").file_transfer().build();
-    /// assert!(server.manifest().tools.iter().any(|t| t.name == "get_file"));
-    /// ```
-    pub fn file_transfer(self) -> Self {
-        self.file_transfer_with(TransferLimits::default())
-    }
-
-    /// [`ServerBuilder::file_transfer`] within other bounds than the defaults (see
-    /// [`TransferLimits`]).
-    pub fn file_transfer_with(self, limits: TransferLimits) -> Self {
-        let (single, begin, chunk, chunk_read) =
-            (limits.clone(), limits.clone(), limits.clone(), limits);
-        let string = |d: &str| json!({"type": "string", "description": d});
-        let integer = |d: &str| json!({"type": "integer", "minimum": 0, "description": d});
-        self.tool(
-            ToolSpec::new("put_sample", "Stores a whole file in this job's directory")
-                .required_string("name", "the file's name")
-                .required_string("content_base64", "the file, base64")
-                .required_string("sha256", "the file's sha256"),
-            move |args, ctx| put_sample(args, ctx, &single),
-        )
-        .tool(
-            ToolSpec::new(
-                "put_sample_begin",
-                "Starts a chunked upload into this job's directory",
-            )
-            .required_string("name", "the file's name")
-            .required_string("sha256", "the file's sha256")
-            .optional("size", integer("the file's size")),
-            move |args, ctx| put_sample_begin(args, ctx, &begin),
-        )
-        .chunk_tool(
-            ToolSpec::new("put_sample_chunk", "Sends the next chunk of an upload")
-                .optional("upload_id", integer("from put_sample_begin"))
-                .optional("offset", integer("where the chunk goes"))
-                .required_string("content_base64", "the chunk, base64"),
-            move |args, ctx| put_sample_chunk(args, ctx, &chunk),
-            move |piece, ctx| put_chunk(piece, ctx, &chunk_read),
-        )
-        .tool(
-            ToolSpec::new("put_sample_finish", "Checks and stores a chunked upload")
-                .optional("upload_id", integer("from put_sample_begin")),
-            put_sample_finish,
-        )
-        .tool(
-            ToolSpec::new(
-                "get_file",
-                "Serves a chunk of a file this server wrote for its job",
-            )
-            .optional("path", string("the file, as a tool named it"))
-            .optional("offset", integer("where to start"))
-            .optional("length", integer("how many bytes")),
-            get_file,
-        )
-    }
 }

@@ -1,0 +1,138 @@
+//! Registering a server's tools and probing their dependencies.
+
+use std::io;
+use std::sync::Arc;
+
+use maljan_confine::Root;
+use maljan_mcp_proto::maljan::{CapabilityManifest, ToolCapability};
+use maljan_mcp_proto::mcp::Implementation;
+
+use crate::call_params::Chunk;
+use crate::server::RegisteredTool;
+use crate::tool::{ChunkHandler, Handler};
+use crate::{Arguments, ProbeResult, Server, ToolContext, ToolResult, ToolSpec};
+
+/// Builds a [`Server`]: tools with their handlers; the manifest is probed at `build`.
+#[derive(Default)]
+pub struct ServerBuilder {
+    name: String,
+    version: String,
+    tools: Vec<(ToolSpec, Handler, Option<ChunkHandler>)>,
+    roots: Vec<Root>,
+}
+
+impl std::fmt::Debug for ServerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerBuilder")
+            .field("name", &self.name)
+            .field(
+                "tools",
+                &self.tools.iter().map(|t| &t.0.name).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+impl ServerBuilder {
+    pub(crate) fn new(name: String, version: String) -> ServerBuilder {
+        ServerBuilder {
+            name,
+            version,
+            tools: Vec::new(),
+            roots: Vec::new(),
+        }
+    }
+
+    /// Adds a tool. Its handler runs on a blocking thread; a panic in it becomes a
+    /// `tool_failed` answer.
+    pub fn tool<F>(mut self, spec: ToolSpec, handler: F) -> Self
+    where
+        F: Fn(&Arguments, &ToolContext) -> ToolResult + Send + Sync + 'static,
+    {
+        self.tools.push((spec, Arc::new(handler), None));
+        self
+    }
+
+    /// Adds a tool whose arguments are a file chunk: `handler` takes them as any tool's,
+    /// `chunk_handler` as a [`Chunk`] read straight from the request when they can be
+    /// (see [`ToolCall::read`]). Both must answer alike.
+    pub(crate) fn chunk_tool<F, C>(mut self, spec: ToolSpec, handler: F, chunk_handler: C) -> Self
+    where
+        F: Fn(&Arguments, &ToolContext) -> ToolResult + Send + Sync + 'static,
+        C: Fn(&Chunk<'_>, &ToolContext) -> ToolResult + Send + Sync + 'static,
+    {
+        self.tools
+            .push((spec, Arc::new(handler), Some(Arc::new(chunk_handler))));
+        self
+    }
+
+    /// Lets tools read files beneath `root` as well as the job's directory (see
+    /// [`ToolContext::open`]); nothing is ever written there.
+    ///
+    /// ```
+    /// let samples = tempfile::tempdir()?;
+    /// let root = maljan_confine::Root::open(samples.path())?;
+    /// let server = maljan_sidecar_kit::Server::builder("demo", "1").root(root).build();
+    /// # drop(server);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn root(mut self, root: Root) -> Self {
+        self.roots.push(root);
+        self
+    }
+
+    /// Adds the roots `MALJAN_ROOTS` names (separated by `:`), failing with the one that
+    /// cannot be opened.
+    pub fn roots_from_env(mut self) -> io::Result<Self> {
+        self.roots.extend(crate::confined::roots_from_env()?);
+        Ok(self)
+    }
+
+    /// Probes every tool's dependency and builds the server and its manifest.
+    pub fn build(self) -> Server {
+        let tools = self
+            .tools
+            .into_iter()
+            .map(|(spec, handler, chunk_handler)| {
+                let dependency = spec.dependency.as_ref().map(|d| match d.probe.run() {
+                    ProbeResult::Found(found) => Ok(found),
+                    ProbeResult::Missing(reason) => Err(reason),
+                });
+                RegisteredTool {
+                    spec,
+                    handler,
+                    chunk_handler,
+                    dependency,
+                }
+            })
+            .collect::<Vec<_>>();
+        let manifest = CapabilityManifest {
+            server: self.name.clone(),
+            version: self.version.clone(),
+            tools: tools
+                .iter()
+                .map(|t| ToolCapability {
+                    name: t.spec.name.clone(),
+                    optional_dependency: t.spec.dependency.as_ref().map(|d| d.probe.name()),
+                    available: !matches!(t.dependency, Some(Err(_))),
+                    reason: match &t.dependency {
+                        Some(Err(reason)) => Some(reason.clone()),
+                        _ => None,
+                    },
+                    timeout_s: t.spec.timeout_s,
+                    remediation: match &t.dependency {
+                        Some(Err(_)) => t.spec.dependency.as_ref().map(|d| d.remediation.clone()),
+                        _ => None,
+                    },
+                    without: t.spec.dependency.as_ref().and_then(|d| d.without.clone()),
+                })
+                .collect(),
+        };
+        let info = Implementation {
+            name: self.name,
+            version: self.version,
+            title: None,
+        };
+        Server::new(info, tools, manifest, self.roots.into())
+    }
+}
