@@ -21,9 +21,54 @@ pub struct LedgerEntry {
     pub call: CallRecord,
 }
 
+/// What a call belongs to: the job (its directory), the run within it and the pack's step.
+/// Each is absent for a call made outside one (a single `maljan call` has a job only when
+/// given one).
+///
+/// ```
+/// let scope = maljan_ledger::CallScope::default().job("/jobs/42").run("r1").step("unpack");
+/// assert_eq!(scope.step.as_deref(), Some("unpack"));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct CallScope {
+    /// The job's directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
+    /// The run's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    /// The step's id in the run's pack.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
+}
+
+impl CallScope {
+    /// Within `job`.
+    pub fn job(mut self, job: impl Into<String>) -> Self {
+        self.job = Some(job.into());
+        self
+    }
+
+    /// Within `run`.
+    pub fn run(mut self, run: impl Into<String>) -> Self {
+        self.run = Some(run.into());
+        self
+    }
+
+    /// Within `step`.
+    pub fn step(mut self, step: impl Into<String>) -> Self {
+        self.step = Some(step.into());
+        self
+    }
+}
+
 /// What is known of a call before the ledger numbers it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CallRecord {
+    /// What the call belongs to.
+    #[serde(flatten)]
+    pub scope: CallScope,
     /// The server's configured name.
     pub server: String,
     /// The tool.

@@ -20,6 +20,7 @@ use crate::{CallRecord, JsonLinesSink, LedgerEntry, LedgerSink, MemorySink, Sink
 /// let memory = MemorySink::default();
 /// let ledger = Ledger::new().with_sink(memory.clone());
 /// let entry = ledger.record(CallRecord {
+///     scope: Default::default(),
 ///     server: "sidecar".into(),
 ///     tool: "file_info".into(),
 ///     arguments: serde_json::json!({"path": "/bin/sh"}),

@@ -19,6 +19,7 @@
 //!     Some("apt-get install unzip".to_owned()));
 //! for _ in 0..2 {
 //!     ledger.record(CallRecord {
+//!         scope: Default::default(),
 //!         server: "sidecar".into(),
 //!         tool: "archive_list".into(),
 //!         arguments: serde_json::json!({"path": "a.zip"}),
@@ -44,7 +45,7 @@ mod render;
 mod sink;
 mod summary;
 
-pub use entry::{CallRecord, LedgerEntry};
+pub use entry::{CallRecord, CallScope, LedgerEntry};
 pub use ledger::Ledger;
 pub use render::{LedgerReport, render_summary, render_table};
 pub use sink::{

@@ -3,8 +3,8 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use maljan_ledger::{
-    CallRecord, JsonLinesSink, Ledger, LedgerEntry, LedgerSink, MemorySink, failure_summary,
-    read_json_lines, render_summary, render_table,
+    CallRecord, CallScope, JsonLinesSink, Ledger, LedgerEntry, LedgerSink, MemorySink,
+    failure_summary, read_json_lines, render_summary, render_table,
 };
 use maljan_mcp_proto::maljan::{ErrorCode, Outcome, ToolFailure};
 use proptest::prelude::*;
@@ -47,10 +47,26 @@ fn entry() -> impl Strategy<Value = CallRecord> {
         (json_value(), prop::option::of(json_value()), json_value()),
         outcome(),
         (0u64..4_000_000_000_000, any::<u32>(), any::<u32>()),
+        (
+            prop::option::of("/[a-z/]{1,12}"),
+            prop::option::of("[0-9a-f]{1,8}"),
+            prop::option::of("[a-z-]{1,8}"),
+        ),
     )
         .prop_map(
-            |((server, tool), (arguments, sent_arguments, answer), outcome, (ms, dur, queued))| {
+            |(
+                (server, tool),
+                (arguments, sent_arguments, answer),
+                outcome,
+                (ms, dur, queued),
+                (job, run, step),
+            )| {
+                let mut scope = CallScope::default();
+                scope.job = job;
+                scope.run = run;
+                scope.step = step;
                 CallRecord {
+                    scope,
                     server,
                     tool,
                     arguments,
@@ -113,6 +129,7 @@ proptest! {
 
 fn failed(server: &str, tool: &str, failure: ToolFailure) -> CallRecord {
     CallRecord {
+        scope: Default::default(),
         server: server.into(),
         tool: tool.into(),
         arguments: json!({}),

@@ -1,7 +1,9 @@
 //! The admission layer: a slot under the server's concurrency cap (FIFO), then the breaker,
 //! which refuses calls at once while the server rests after unanswered calls.
 
-use maljan_breaker::{BreakerSettings, BreakerState, CallGuard, Refused, Verdict};
+use std::sync::Arc;
+
+use maljan_breaker::{BreakerState, CallGuard, Refused, Verdict};
 use maljan_mcp_proto::maljan::{ErrorCode, ToolAnswer, ToolFailure};
 
 use crate::call::{CallService, Called, ToolCall};
@@ -11,16 +13,17 @@ use crate::call::{CallService, Called, ToolCall};
 pub(crate) struct Admission<S> {
     inner: S,
     server: String,
-    guard: CallGuard,
+    guard: Arc<CallGuard>,
 }
 
 impl<S> Admission<S> {
-    /// Admits calls to `inner`, a server named `server`, with `settings`.
-    pub(crate) fn new(inner: S, server: impl Into<String>, settings: BreakerSettings) -> Self {
+    /// Admits calls to `inner`, a server named `server`, under `guard` (its cap and breaker,
+    /// which may outlive this connection: a run keeps them across a server's restarts).
+    pub(crate) fn new(inner: S, server: impl Into<String>, guard: Arc<CallGuard>) -> Self {
         Admission {
             inner,
             server: server.into(),
-            guard: CallGuard::new(settings),
+            guard,
         }
     }
 
@@ -97,6 +100,8 @@ impl<S: CallService> CallService for Admission<S> {
 mod tests {
     use serde_json::json;
 
+    use maljan_breaker::BreakerSettings;
+
     use super::*;
     use crate::call::Scripted;
 
@@ -111,7 +116,11 @@ mod tests {
             rest_s: 60,
             ..BreakerSettings::default()
         };
-        let admission = Admission::new(Scripted::new(unanswered), "slow", settings);
+        let admission = Admission::new(
+            Scripted::new(unanswered),
+            "slow",
+            Arc::new(CallGuard::new(settings)),
+        );
         for _ in 0..2 {
             let called = admission.call(ToolCall::new("t", json!({}))).await;
             assert_eq!(
@@ -147,7 +156,11 @@ mod tests {
         };
         let failing =
             |_: &ToolCall| ToolAnswer::failed(ToolFailure::new(ErrorCode::BadArgument, "no", None));
-        let admission = Admission::new(Scripted::new(failing), "s", settings);
+        let admission = Admission::new(
+            Scripted::new(failing),
+            "s",
+            Arc::new(CallGuard::new(settings)),
+        );
         for _ in 0..3 {
             let called = admission.call(ToolCall::new("t", json!({}))).await;
             assert_eq!(

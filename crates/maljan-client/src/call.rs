@@ -8,6 +8,47 @@ use std::time::Duration;
 use maljan_mcp_proto::maljan::{ErrorCode, ToolAnswer, ToolFailure};
 use serde_json::{Map, Value};
 
+/// How one call is made, beyond its tool and arguments.
+///
+/// ```
+/// use std::time::Duration;
+/// let options = maljan_client::CallOptions::default()
+///     .in_step("unpack")
+///     .wait(Duration::from_secs(120));
+/// assert_eq!(options.step(), Some("unpack"));
+/// ```
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct CallOptions {
+    step: Option<String>,
+    wait: Option<Duration>,
+}
+
+impl CallOptions {
+    /// The call is made for the run's step `id`: its ledger entry, and those of the
+    /// transfers it causes, name it.
+    pub fn in_step(mut self, id: impl Into<String>) -> Self {
+        self.step = Some(id.into());
+        self
+    }
+
+    /// Waits `wait` for the answer instead of the tool's own timeout.
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = Some(wait);
+        self
+    }
+
+    /// The step, when there is one.
+    pub fn step(&self) -> Option<&str> {
+        self.step.as_deref()
+    }
+
+    /// The wait, when not the tool's own.
+    pub fn wait_for(&self) -> Option<Duration> {
+        self.wait
+    }
+}
+
 /// One `tools/call` on its way down the stack.
 #[derive(Debug, Clone)]
 pub(crate) struct ToolCall {
@@ -21,6 +62,8 @@ pub(crate) struct ToolCall {
     pub(crate) meta: Option<Map<String, Value>>,
     /// How long to wait for the answer, when not the tool's own timeout.
     pub(crate) wait: Option<Duration>,
+    /// The run's step the call is made for.
+    pub(crate) step: Option<String>,
 }
 
 impl ToolCall {
@@ -32,6 +75,7 @@ impl ToolCall {
             as_written: None,
             meta: None,
             wait: None,
+            step: None,
         }
     }
 }

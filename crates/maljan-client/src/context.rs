@@ -2,7 +2,8 @@
 
 use std::sync::Arc;
 
-use maljan_ledger::Ledger;
+use maljan_breaker::CallGuard;
+use maljan_ledger::{CallScope, Ledger};
 
 use crate::{Job, ProgressReporter, TransferProgress};
 
@@ -23,7 +24,9 @@ use crate::{Job, ProgressReporter, TransferProgress};
 pub struct ConnectionContext {
     ledger: Arc<Ledger>,
     job: Option<Arc<Job>>,
+    run: Option<String>,
     progress: Option<ProgressReporter>,
+    call_guard: Option<Arc<CallGuard>>,
 }
 
 impl ConnectionContext {
@@ -36,6 +39,20 @@ impl ConnectionContext {
     /// Calls belonging to `job`: staging and taking files need one.
     pub fn with_job(mut self, job: Arc<Job>) -> Self {
         self.job = Some(job);
+        self
+    }
+
+    /// Calls belonging to the run `id` (of the job): the ledger names it in each entry.
+    pub fn with_run(mut self, id: impl Into<String>) -> Self {
+        self.run = Some(id.into());
+        self
+    }
+
+    /// Calls admitted under `guard`, the cap and breaker of one server, rather than the
+    /// connection's own: a connection started again for the same server keeps its state (a
+    /// resting server stays resting). Give each server its own.
+    pub fn with_call_guard(mut self, guard: Arc<CallGuard>) -> Self {
+        self.call_guard = Some(guard);
         self
     }
 
@@ -53,6 +70,24 @@ impl ConnectionContext {
     /// The job, when there is one.
     pub fn job(&self) -> Option<&Arc<Job>> {
         self.job.as_ref()
+    }
+
+    /// The run's id, when there is one.
+    pub fn run(&self) -> Option<&str> {
+        self.run.as_deref()
+    }
+
+    /// The cap and breaker given, when one was.
+    pub fn call_guard(&self) -> Option<&Arc<CallGuard>> {
+        self.call_guard.as_ref()
+    }
+
+    /// What the connection's calls belong to, for the ledger.
+    pub(crate) fn scope(&self) -> CallScope {
+        let mut scope = CallScope::default();
+        scope.job = self.job.as_ref().map(|j| j.dir().display().to_string());
+        scope.run = self.run.clone();
+        scope
     }
 
     /// Where progress goes, when anywhere.

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
-use maljan_ledger::{CallRecord, Ledger};
+use maljan_ledger::{CallRecord, CallScope, Ledger};
 use maljan_mcp_proto::maljan::{ToolAnswer, ToolFailure};
 use serde_json::Value;
 
@@ -36,6 +36,8 @@ pub(crate) struct Ledgered<S> {
     inner: S,
     server: String,
     ledger: Arc<Ledger>,
+    /// The job and run the calls belong to; each call names its step.
+    scope: CallScope,
 }
 
 /// What the ledger keeps of a call before it goes out: its arguments as written and, when
@@ -44,6 +46,7 @@ struct Recording {
     started_at: SystemTime,
     start: Instant,
     tool: String,
+    step: Option<String>,
     written: Value,
     sent: Option<Value>,
 }
@@ -58,6 +61,7 @@ impl Recording {
             started_at: SystemTime::now(),
             start: Instant::now(),
             tool: call.tool.clone(),
+            step: call.step.clone(),
             written,
             sent,
         }
@@ -65,12 +69,19 @@ impl Recording {
 }
 
 impl<S> Ledgered<S> {
-    /// Records the calls to `inner`, a server named `server`, in `ledger`.
-    pub(crate) fn new(inner: S, server: impl Into<String>, ledger: Arc<Ledger>) -> Self {
+    /// Records the calls to `inner`, a server named `server`, in `ledger`, each as part of
+    /// `scope` (its job and run) and of the call's step.
+    pub(crate) fn new(
+        inner: S,
+        server: impl Into<String>,
+        ledger: Arc<Ledger>,
+        scope: CallScope,
+    ) -> Self {
         Ledgered {
             inner,
             server: server.into(),
             ledger,
+            scope,
         }
     }
 
@@ -92,7 +103,10 @@ impl<S> Ledgered<S> {
     }
 
     fn record(&self, recording: Recording, answer: &ToolAnswer, queued: std::time::Duration) {
+        let mut scope = self.scope.clone();
+        scope.step = recording.step;
         let record = CallRecord {
+            scope,
             server: self.server.clone(),
             tool: recording.tool,
             arguments: recording.written,
@@ -145,15 +159,24 @@ mod tests {
             Scripted::new(ok),
             "s",
             Arc::new(Ledger::from(memory.clone())),
+            CallScope::default().job("/job").run("r1"),
         );
         let mut call = ToolCall::new("strings", json!({"path": "/remote/a.bin"}));
         call.as_written = Some(json!({"path": "/job/a.bin"}));
+        call.step = Some("strings-of-sample".to_owned());
         let called = ledgered.call(call).await;
         assert!(called.answer.is_ok());
         let entries = memory.entries();
         assert_eq!(entries.len(), 1);
         let record = &entries[0].call;
         assert_eq!(record.server, "s");
+        assert_eq!(
+            record.scope,
+            CallScope::default()
+                .job("/job")
+                .run("r1")
+                .step("strings-of-sample")
+        );
         assert_eq!(record.tool, "strings");
         assert_eq!(record.arguments, json!({"path": "/job/a.bin"}));
         assert_eq!(
@@ -175,6 +198,7 @@ mod tests {
             Scripted::new(ok),
             "s",
             Arc::new(Ledger::from(memory.clone())),
+            CallScope::default(),
         );
         let chunk = "A".repeat(LEDGER_STRING_BYTES + 1);
         ledgered
@@ -195,6 +219,7 @@ mod tests {
             Scripted::new(ok),
             "s",
             Arc::new(Ledger::from(memory.clone())),
+            CallScope::default(),
         );
         let call = ToolCall::new("t", json!(7));
         let answer = ledgered.refuse(

@@ -45,6 +45,7 @@ mod staging;
 mod taking;
 mod timeout;
 
+pub use call::CallOptions;
 pub use card::{CardTool, ServerCard, UnavailableTool};
 pub use config::{ClientSettings, HttpServer, ServerConfig, ServerTransport};
 pub use context::ConnectionContext;

@@ -1,10 +1,10 @@
 //! A connection to one MCP server: started, set up once, and composed as a stack of call
 //! layers (staging → ledger → admission → timeout → transport).
 
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-use maljan_breaker::BreakerState;
+use maljan_breaker::{BreakerState, CallGuard};
 use maljan_mcp_proto::jsonrpc::Notification;
 use maljan_mcp_proto::maljan::{ToolAnswer, ToolFailure, is_platform_primitive};
 use maljan_mcp_proto::mcp::Tool;
@@ -15,7 +15,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::admission::Admission;
-use crate::call::{CallService, ToolCall, not_an_object};
+use crate::call::{CallOptions, CallService, ToolCall, not_an_object};
 use crate::card::ServerCard;
 use crate::ledgering::Ledgered;
 use crate::reach::ServerReach;
@@ -193,10 +193,14 @@ impl ServerConnection {
                 Admission::new(
                     Timeout::new(transport, settings.default_timeout),
                     &name,
-                    settings.breaker,
+                    context
+                        .call_guard()
+                        .cloned()
+                        .unwrap_or_else(|| Arc::new(CallGuard::new(settings.breaker))),
                 ),
                 &name,
                 context.ledger().clone(),
+                context.scope(),
             ),
             place,
             context,
@@ -330,13 +334,25 @@ impl ServerConnection {
     /// ([`ClientError::PlatformPrimitive`]): this is the model-facing call, and only staging
     /// moves files.
     pub async fn call(&self, tool: &str, arguments: Value) -> Result<ToolAnswer, ClientError> {
+        self.call_with(tool, arguments, &CallOptions::default())
+            .await
+    }
+
+    /// [`call`](Self::call) as part of a run's step, or waiting another time than the
+    /// tool's own (see [`CallOptions`]).
+    pub async fn call_with(
+        &self,
+        tool: &str,
+        arguments: Value,
+        options: &CallOptions,
+    ) -> Result<ToolAnswer, ClientError> {
         if is_platform_primitive(tool) {
             return Err(ClientError::PlatformPrimitive {
                 server: self.name.clone(),
                 tool: tool.to_owned(),
             });
         }
-        let call = self.checked(tool, arguments)?;
+        let call = self.checked(tool, arguments, options)?;
         match call {
             Ok(call) => Ok(self.stack.call(call).await.answer),
             Err(refused) => Ok(refused),
@@ -352,7 +368,7 @@ impl ServerConnection {
         arguments: Value,
         token: Value,
     ) -> Result<ToolAnswer, ClientError> {
-        match self.checked(tool, arguments)? {
+        match self.checked(tool, arguments, &CallOptions::default())? {
             Ok(mut call) => {
                 let mut meta = serde_json::Map::new();
                 meta.insert("progressToken".to_owned(), token);
@@ -369,6 +385,7 @@ impl ServerConnection {
         &self,
         tool: &str,
         arguments: Value,
+        options: &CallOptions,
     ) -> Result<Result<ToolCall, ToolAnswer>, ClientError> {
         let setup = self.require_setup()?;
         if !setup.tools.iter().any(|t| t.name == tool) {
@@ -378,7 +395,9 @@ impl ServerConnection {
                 known: self.model_tools()?.iter().map(|t| t.name.clone()).collect(),
             });
         }
-        let call = ToolCall::new(tool, arguments);
+        let mut call = ToolCall::new(tool, arguments);
+        call.step = options.step().map(str::to_owned);
+        call.wait = options.wait_for();
         Ok(match &call.arguments {
             Value::Object(_) | Value::Null => Ok(call),
             other => Err(self.stack.get_ref().refuse(&call, not_an_object(other))),

@@ -27,11 +27,13 @@ pub(crate) struct Staged<S> {
     tools: OnceLock<Vec<String>>,
 }
 
-/// The platform primitives, called through the layer below (ledgered, under the cap).
+/// The platform primitives, called through the layer below (ledgered, under the cap), for
+/// the step whose files they move.
 pub(crate) struct Primitives<'a, S> {
     inner: &'a S,
     server: &'a str,
     tools: &'a [String],
+    step: Option<&'a str>,
 }
 
 impl<S: CallService> ToolCaller for Primitives<'_, S> {
@@ -53,7 +55,9 @@ impl<S: CallService> ToolCaller for Primitives<'_, S> {
                 None,
             ));
         }
-        let called = self.inner.call(ToolCall::new(tool, arguments)).await;
+        let mut call = ToolCall::new(tool, arguments);
+        call.step = self.step.map(str::to_owned);
+        let called = self.inner.call(call).await;
         match called.answer.outcome {
             Outcome::Ok => Ok(called.answer.value),
             Outcome::Failed(failure) => Err(failure),
@@ -95,10 +99,16 @@ impl<S> Staged<S> {
 
     /// The platform primitives, called through the layer below.
     pub(crate) fn primitives(&self) -> Primitives<'_, S> {
+        self.primitives_for(None)
+    }
+
+    /// The platform primitives, called through the layer below for `step`.
+    fn primitives_for<'a>(&'a self, step: Option<&'a str>) -> Primitives<'a, S> {
         Primitives {
             inner: &self.inner,
             server: &self.place.server,
             tools: self.tools.get().map_or(&[], Vec::as_slice),
+            step,
         }
     }
 
@@ -126,46 +136,53 @@ impl<S> Staged<S> {
 }
 
 impl<S: CallService> Staged<S> {
-    /// Rewrites path arguments for this server: files inside the job's directory are
-    /// uploaded to a server elsewhere (once per server per job) or rewritten through its
-    /// sample mount; anything else is passed as written and never read. A failed upload
-    /// is a degradation: the argument keeps its local path.
-    async fn stage_arguments(&self, arguments: &Value) -> Value {
-        let (Some(job), Value::Object(map)) = (self.context.job(), arguments) else {
+    /// Rewrites path arguments for this server, wherever they are in the arguments (inside
+    /// arrays and nested objects too): files inside the job's directory are uploaded to a
+    /// server elsewhere (once per server per job) or rewritten through its sample mount;
+    /// anything else is passed as written and never read. A failed upload is a
+    /// degradation: the argument keeps its local path.
+    async fn stage_arguments(&self, arguments: &Value, step: Option<&str>) -> Value {
+        let Some(job) = self.context.job() else {
             return arguments.clone();
         };
-        let mut sent = map.clone();
-        for (key, value) in map {
-            let Value::String(written) = value else {
-                continue;
-            };
-            match Staging::for_argument(self.place.reach(), job.dir(), written) {
-                Staging::AsWritten => {}
-                Staging::Rewrite(path) => {
-                    sent.insert(key.clone(), Value::String(path));
-                }
-                Staging::Upload(local) => match self.stage_file(job, &local).await {
-                    Ok(remote) => {
-                        sent.insert(key.clone(), Value::String(remote));
+        let mut strings = Vec::new();
+        strings_in(arguments, String::new(), &mut strings);
+        let mut sent = arguments.clone();
+        for (pointer, written) in strings {
+            let staged = match Staging::for_argument(self.place.reach(), job.dir(), written) {
+                Staging::AsWritten => continue,
+                Staging::Rewrite(path) => path,
+                Staging::Upload(local) => match self.stage_file(job, &local, step).await {
+                    Ok(remote) => remote,
+                    Err(reason) => {
+                        lock(&job.degradations).push(Degradation {
+                            server: self.place.server.clone(),
+                            subject: written.to_owned(),
+                            reason: format!("{reason}; the call went out with the local path"),
+                        });
+                        continue;
                     }
-                    Err(reason) => lock(&job.degradations).push(Degradation {
-                        server: self.place.server.clone(),
-                        subject: written.clone(),
-                        reason: format!("{reason}; the call went out with the local path"),
-                    }),
                 },
+            };
+            if let Some(slot) = sent.pointer_mut(&pointer) {
+                *slot = Value::String(staged);
             }
         }
-        Value::Object(sent)
+        sent
     }
 
-    async fn stage_file(&self, job: &Job, local: &Path) -> Result<String, String> {
+    async fn stage_file(
+        &self,
+        job: &Job,
+        local: &Path,
+        step: Option<&str>,
+    ) -> Result<String, String> {
         let server = self.place.server.as_str();
         let key = (server.to_owned(), local.to_owned());
         if let Some(remote) = lock(&job.staged).get(&key) {
             return Ok(remote.clone());
         }
-        let primitives = self.primitives();
+        let primitives = self.primitives_for(step);
         let mode = UploadMode::offered(primitives.tools.iter().map(String::as_str))
             .ok_or_else(|| {
                 format!(
@@ -250,7 +267,7 @@ impl<S: CallService> Staged<S> {
             return Vec::new();
         };
         crate::taking::take_files(
-            &self.primitives(),
+            &self.primitives_for(step),
             &self.place,
             job,
             &self.context,
@@ -262,10 +279,31 @@ impl<S: CallService> Staged<S> {
     }
 }
 
+/// Every string in `value` with its JSON pointer (under `pointer`).
+fn strings_in<'a>(value: &'a Value, pointer: String, out: &mut Vec<(String, &'a str)>) {
+    match value {
+        Value::String(s) => out.push((pointer, s)),
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                strings_in(item, format!("{pointer}/{i}"), out);
+            }
+        }
+        Value::Object(map) => {
+            for (key, item) in map {
+                let key = key.replace('~', "~0").replace('/', "~1");
+                strings_in(item, format!("{pointer}/{key}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
 impl<S: CallService> CallService for Staged<S> {
     async fn call(&self, mut call: ToolCall) -> Called {
         if call.arguments.is_object() {
-            let sent = self.stage_arguments(&call.arguments).await;
+            let sent = self
+                .stage_arguments(&call.arguments, call.step.as_deref())
+                .await;
             if sent != call.arguments {
                 call.as_written = Some(std::mem::replace(&mut call.arguments, sent));
             }
@@ -353,6 +391,27 @@ mod tests {
         assert_eq!(disclosures[0].name, "payload.js");
         assert_eq!(disclosures[0].size, CONTENT.len() as u64);
         assert!(matches!(disclosures[0].what, Disclosed::JobFile));
+    }
+
+    #[tokio::test]
+    async fn paths_inside_arrays_and_nested_objects_are_staged_and_the_upload_names_the_step() {
+        let (_dir, job, payload) = job_with_payload();
+        let staged = staged_for(&job, true, &["put_sample", "strings"]);
+        let mut call = ToolCall::new(
+            "strings",
+            json!({"paths": [payload, "/etc/hosts"], "in": {"a/b": {"deep": [payload]}}}),
+        );
+        call.step = Some("scan".to_owned());
+        let called = staged.call(call).await;
+        assert_eq!(
+            called.answer.value["seen"],
+            json!({"paths": ["/remote/payload.js", "/etc/hosts"],
+                   "in": {"a/b": {"deep": ["/remote/payload.js"]}}})
+        );
+        let calls = staged.get_ref().calls();
+        let uploads: Vec<_> = calls.iter().filter(|c| c.tool == "put_sample").collect();
+        assert_eq!(uploads.len(), 1, "the same file twice is one upload");
+        assert_eq!(uploads[0].step.as_deref(), Some("scan"));
     }
 
     #[tokio::test]
