@@ -3,7 +3,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
-use maljan_staging::{ArtefactStore, Degradation, Disclosure};
+use maljan_staging::{ArtefactStore, Degradation, Disclosure, Origin};
 use serde::Serialize;
 
 /// A file a tool named in its answer, and whether the client took it.
@@ -69,6 +69,30 @@ pub struct Job {
     pub(crate) taken: Mutex<Vec<TakenFile>>,
     /// (server, canonical local path) → the path the server stored it at.
     pub(crate) staged: Mutex<HashMap<(String, PathBuf), String>>,
+    /// The files handed to later steps: path → (size, sha256, who wrote it).
+    handed: Mutex<HashMap<PathBuf, HandedFile>>,
+}
+
+/// A file a step took, as handed to later steps.
+#[derive(Debug, Clone)]
+pub(crate) struct HandedFile {
+    pub(crate) size: u64,
+    pub(crate) sha256: String,
+    pub(crate) origin: Origin,
+}
+
+/// A name safe as one directory of the job: ASCII letters, digits, `-` and `_` kept, the
+/// rest `_`.
+fn directory_name(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 /// The file name of a path, for display and for the name a file is sent or stored under.
@@ -96,6 +120,7 @@ impl Job {
             degradations: Mutex::default(),
             taken: Mutex::default(),
             staged: Mutex::default(),
+            handed: Mutex::default(),
         })
     }
 
@@ -111,17 +136,75 @@ impl Job {
 
     /// The staging directory of a local server: its job directory.
     pub fn server_dir(&self, server: &str) -> PathBuf {
-        let safe: String = server
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        self.dir.join("servers").join(safe)
+        self.dir.join("servers").join(directory_name(server))
+    }
+
+    /// Hands a file of the artefact store (by its `sha256`) to later steps under the name
+    /// the tool gave it: `DIR/outputs/STEP/NAME` (`DIR/outputs/STEP/N/NAME` when the step
+    /// took two files of that name), a hard link to the stored file, or a copy where links
+    /// are refused. A server is handed this path, or sent the file under `NAME`: a tool that
+    /// goes by the extension sees `payload.js`, not a digest.
+    ///
+    /// ```
+    /// use maljan_staging::Origin;
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let job = maljan_client::Job::create(dir.path()).unwrap();
+    /// let source = dir.path().join("x");
+    /// std::fs::write(&source, "console.log(1)").unwrap();
+    /// let origin = Origin { step: Some("unpack".into()), server: "s".into(), tool: "unpack".into() };
+    /// let stored = job.store().add_file(&source, "payload.js", origin.clone()).unwrap();
+    /// let handed = job.hand_out("unpack", "members/payload.js", &stored.sha256, origin).unwrap();
+    /// assert!(handed.ends_with("outputs/unpack/payload.js"));
+    /// assert_eq!(std::fs::read(&handed).unwrap(), b"console.log(1)");
+    /// ```
+    pub fn hand_out(
+        &self,
+        step: &str,
+        name: &str,
+        sha256: &str,
+        origin: Origin,
+    ) -> io::Result<PathBuf> {
+        let base = file_name(Path::new(name));
+        let stored = self.store.root().join(sha256);
+        if base.is_empty() || base == "." || base == ".." || base.contains('/') {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{name:?} has no file name to hand out"),
+            ));
+        }
+        if self.store.named_digest(&stored) != Some(sha256) {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("no artefact has sha256 {sha256}"),
+            ));
+        }
+        let size = std::fs::metadata(&stored)?.len();
+        let dir = self.dir.join("outputs").join(directory_name(step));
+        let mut handed = lock(&self.handed);
+        let mut path = dir.join(&base);
+        let mut n = 1u32;
+        while handed.contains_key(&path) || path.exists() {
+            path = dir.join(n.to_string()).join(&base);
+            n += 1;
+        }
+        std::fs::create_dir_all(path.parent().unwrap_or(&dir))?;
+        if std::fs::hard_link(&stored, &path).is_err() {
+            std::fs::copy(&stored, &path)?;
+        }
+        handed.insert(
+            path.clone(),
+            HandedFile {
+                size,
+                sha256: sha256.to_owned(),
+                origin,
+            },
+        );
+        Ok(path)
+    }
+
+    /// What a handed-out path is, when it is one.
+    pub(crate) fn handed(&self, path: &Path) -> Option<HandedFile> {
+        lock(&self.handed).get(path).cloned()
     }
 
     /// Copies a file into the job's directory as its sample, hashing it on the way, and

@@ -37,8 +37,10 @@ mod context;
 mod error;
 mod job;
 mod ledgering;
+mod pack;
 mod progress;
 mod reach;
+mod run;
 mod server_connection;
 mod setup;
 mod staging;
@@ -52,11 +54,16 @@ pub use context::ConnectionContext;
 pub use error::ClientError;
 pub use job::{Job, Sample, TakenFile};
 pub use maljan_breaker::{BreakerSettings, BreakerState};
-pub use maljan_ledger::Ledger;
+pub use maljan_ledger::{CallScope, Ledger};
 pub use maljan_mcp_http::redact_credentials;
 pub use maljan_mcp_stdio::{ServerCommand, StdioConfig};
 pub use maljan_mcp_transport::{CloseReport, StoppedBy, Transport, TransportCounts};
 pub use maljan_staging::SampleMount;
+pub use pack::{MAX_STEP_TIMEOUT_S, Pack, PackError, PackErrors, Step};
 pub use progress::{ProgressReporter, TransferProgress};
+pub use run::{
+    DistinctFailure, HandedFile, MAX_RESTARTS, Run, RunEnd, ServerRecord, StepOutcome, StepStatus,
+    Unavailable, distinct_failures,
+};
 pub use server_connection::ServerConnection;
 pub use setup::{ServerSetup, SetupFailure};

@@ -117,6 +117,12 @@ impl<S> Staged<S> {
         if job.sample().is_some_and(|s| s.path == local) {
             return Disclosed::Sample;
         }
+        if let Some(handed) = job.handed(local) {
+            return Disclosed::ToolOutput {
+                step: handed.origin.step,
+                tool: handed.origin.tool,
+            };
+        }
         if local.starts_with(job.store().root()) {
             let sha = file_name(local);
             if let Some(entry) = job
@@ -200,8 +206,9 @@ impl<S: CallService> Staged<S> {
         // The digest of the sample (taken as it was copied in) and of a file of the artefact
         // store (its name) is known: it is announced without the file being hashed first,
         // and the upload fails if the bytes are no longer those.
-        let announced = match job.sample() {
-            Some(sample) if sample.path == local => Some((sample.size, sample.sha256)),
+        let announced = match (job.sample(), job.handed(local)) {
+            (Some(sample), _) if sample.path == local => Some((sample.size, sample.sha256)),
+            (_, Some(handed)) => Some((handed.size, handed.sha256)),
             _ => job.store().named_digest(local).and_then(|sha256| {
                 let size = std::fs::metadata(local).ok()?.len();
                 Some((size, sha256.to_owned()))

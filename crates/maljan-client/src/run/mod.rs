@@ -1,0 +1,212 @@
+//! A run: one job across every configured server.
+
+mod outcome;
+mod resolve;
+mod servers;
+mod steps;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use maljan_mcp_proto::maljan::{ErrorCode, ToolAnswer};
+use serde_json::Value;
+
+pub use outcome::{DistinctFailure, HandedFile, StepOutcome, StepStatus, distinct_failures};
+pub use servers::{MAX_RESTARTS, ServerRecord, Unavailable};
+
+use crate::{
+    CallOptions, ClientError, ClientSettings, ConnectionContext, Job, ServerConfig,
+    ServerConnection,
+};
+use servers::ServerSlot;
+
+/// One job across several servers: each configured server connected on first use and set
+/// up once (its manifest read once), its concurrency cap and breaker held across all of the
+/// run's calls (a resting server stays resting), a stdio server that dies started again up
+/// to [`MAX_RESTARTS`] times, calls to different servers at once. Every call is ledgered
+/// with the job, the run and its step. [`execute`](Run::execute) carries out a
+/// [`Pack`](crate::Pack); [`finish`](Run::finish) closes every connection.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use maljan_client::{ClientSettings, ConnectionContext, Job, Pack, Run, ServerCommand, ServerConfig};
+/// let job = Arc::new(Job::create("/tmp/job-42")?);
+/// job.add_sample(std::path::Path::new("sample.zip"))?;
+/// let servers = [ServerConfig::stdio("sidecar", ServerCommand::new("maljan-sidecar"))];
+/// let run = Run::new(job, servers, ClientSettings::default(), ConnectionContext::default());
+/// let pack = Pack::load("triage.toml")?;
+/// let outcomes = run.execute(&pack).await?;
+/// let end = run.finish().await;
+/// println!("{} steps, {} servers", outcomes.len(), end.servers.len());
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Run {
+    id: String,
+    job: Arc<Job>,
+    settings: ClientSettings,
+    context: ConnectionContext,
+    servers: BTreeMap<String, ServerSlot>,
+}
+
+/// What a run learned, once it is finished.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct RunEnd {
+    /// The run's id.
+    pub id: String,
+    /// Each server the run used (or tried to), by name.
+    pub servers: Vec<ServerRecord>,
+}
+
+/// A run id: the time in milliseconds, the process and a count, in hex; time-ordered.
+fn new_run_id() -> String {
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    let millis = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    format!(
+        "{millis:x}-{:x}-{:x}",
+        std::process::id(),
+        COUNT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+impl Run {
+    /// A run of `job` over `servers`; `context` gives the ledger and where progress goes
+    /// (the run puts in the job and itself).
+    pub fn new(
+        job: Arc<Job>,
+        servers: impl IntoIterator<Item = ServerConfig>,
+        settings: ClientSettings,
+        context: ConnectionContext,
+    ) -> Run {
+        let id = new_run_id();
+        let context = context.with_job(job.clone()).with_run(id.clone());
+        let servers = servers
+            .into_iter()
+            .map(|config| (config.name.clone(), ServerSlot::new(config, &settings)))
+            .collect();
+        Run {
+            id,
+            job,
+            settings,
+            context,
+            servers,
+        }
+    }
+
+    /// The run's id, as its ledger entries name it.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The job.
+    pub fn job(&self) -> &Arc<Job> {
+        &self.job
+    }
+
+    /// The configured servers' names.
+    pub fn server_names(&self) -> impl Iterator<Item = &str> {
+        self.servers.keys().map(String::as_str)
+    }
+
+    fn slot(&self, server: &str) -> Result<&ServerSlot, Unavailable> {
+        self.servers
+            .get(server)
+            .ok_or_else(|| Unavailable::NotConfigured {
+                server: server.to_owned(),
+                known: self.servers.keys().cloned().collect(),
+            })
+    }
+
+    /// The connection to `server`: set up on first use, started again when it died.
+    pub async fn connection(&self, server: &str) -> Result<Arc<ServerConnection>, Unavailable> {
+        self.slot(server)?
+            .connection(&self.settings, &self.context)
+            .await
+    }
+
+    /// Calls `tool` of `server` through its connection ([`ServerConnection::call_with`]).
+    /// A server that cannot be used, and a call refused before it was made (an unknown
+    /// tool), are failed answers too, so a run goes on: the first with
+    /// `server_unavailable`, the second with `bad_argument`. A call that finds the
+    /// connection lost has the server started again for the next.
+    pub async fn call(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: Value,
+        options: &CallOptions,
+    ) -> ToolAnswer {
+        self.call_on(server, tool, arguments, options).await.0
+    }
+
+    /// [`call`](Self::call), with the connection the call went on when there was one.
+    async fn call_on(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: Value,
+        options: &CallOptions,
+    ) -> (ToolAnswer, Option<Arc<ServerConnection>>) {
+        let connection = match self.connection(server).await {
+            Ok(connection) => connection,
+            Err(unavailable) => {
+                return (ToolAnswer::failed(unavailable_failure(&unavailable)), None);
+            }
+        };
+        let answer = match connection.call_with(tool, arguments, options).await {
+            Ok(answer) => answer,
+            Err(refused) => ToolAnswer::failed(refused_failure(&refused)),
+        };
+        let lost = answer
+            .failure()
+            .filter(|f| f.code == ErrorCode::ConnectionLost);
+        if let (Some(failure), Ok(slot)) = (lost, self.slot(server)) {
+            slot.lost(&connection, &failure.message).await;
+        }
+        (answer, Some(connection))
+    }
+
+    /// Closes every connection and says what the run learned of each server.
+    pub async fn finish(self) -> RunEnd {
+        let mut servers = Vec::new();
+        for (_, slot) in self.servers {
+            servers.push(slot.close().await);
+        }
+        RunEnd {
+            id: self.id,
+            servers,
+        }
+    }
+}
+
+/// The failure of a step whose server cannot be used.
+fn unavailable_failure(unavailable: &Unavailable) -> maljan_mcp_proto::maljan::ToolFailure {
+    let remediation = match unavailable {
+        Unavailable::NotConfigured { .. } => {
+            "add the server to the configuration, or call a configured one"
+        }
+        _ => {
+            "check the server's command and its stderr above (maljan probe SERVER); the rest of the run went on"
+        }
+    };
+    maljan_mcp_proto::maljan::ToolFailure::new(
+        ErrorCode::Other("server_unavailable".to_owned()),
+        unavailable.to_string(),
+        Some(remediation.to_owned()),
+    )
+}
+
+/// The failure of a call refused before it was made.
+fn refused_failure(refused: &ClientError) -> maljan_mcp_proto::maljan::ToolFailure {
+    maljan_mcp_proto::maljan::ToolFailure::new(
+        ErrorCode::BadArgument,
+        refused.to_string(),
+        Some("call one of the server's tools (maljan tools SERVER)".to_owned()),
+    )
+}

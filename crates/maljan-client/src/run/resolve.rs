@@ -1,0 +1,168 @@
+//! A step's references read at run time: `$sample`, `$job`, and the files earlier steps took
+//! (one run per matching file for a glob given as an argument's value, all of them for a
+//! glob inside a list).
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::HandedFile;
+use crate::Job;
+use crate::pack::Step;
+use crate::pack::reference::{self, OutputReference, Position, Reference};
+
+/// How an earlier step ended, as later steps see it.
+#[derive(Debug)]
+pub(super) struct Finished {
+    /// Whether at least one of its runs completed.
+    pub(super) completed: bool,
+    /// Why not, when none did: "failed: …", "was skipped: …".
+    pub(super) why_not: String,
+    /// The files it took and handed on.
+    pub(super) outputs: Vec<HandedFile>,
+}
+
+/// One run of a step.
+#[derive(Debug)]
+pub(super) struct Instance {
+    /// The file it runs for, when the step runs once per matching file.
+    pub(super) label: Option<String>,
+    /// Its arguments, references read.
+    pub(super) arguments: Value,
+}
+
+/// The runs of `step` now that the steps it refers to are finished; `Err` says why it is
+/// skipped.
+pub(super) fn instances(
+    step: &Step,
+    job: &Job,
+    finished: &HashMap<String, Finished>,
+) -> Result<Vec<Instance>, String> {
+    let resolver = Resolver { job, finished };
+    let mut strings = Vec::new();
+    reference::strings_of(step.arguments(), Position::Value, &mut strings);
+    let fan_out = strings
+        .into_iter()
+        .filter(|&(_, position)| position == Position::Value)
+        .find_map(|(text, _)| match reference::parse(text) {
+            Ok(Some(Reference::Output(out))) if out.is_glob => Some((text, out)),
+            _ => None,
+        });
+    let Some((text, reference)) = fan_out else {
+        let arguments = resolver.value(step.arguments(), None)?;
+        return Ok(vec![Instance {
+            label: None,
+            arguments,
+        }]);
+    };
+    let files = resolver.matching(text, &reference)?;
+    files
+        .into_iter()
+        .map(|file| {
+            Ok(Instance {
+                label: Some(file.name.clone()),
+                arguments: resolver.value(step.arguments(), Some((text, file)))?,
+            })
+        })
+        .collect()
+}
+
+struct Resolver<'a> {
+    job: &'a Job,
+    finished: &'a HashMap<String, Finished>,
+}
+
+impl<'a> Resolver<'a> {
+    /// The files of an earlier step `reference` names, at least one.
+    fn matching(
+        &self,
+        text: &str,
+        reference: &OutputReference,
+    ) -> Result<Vec<&'a HandedFile>, String> {
+        let Some(producer) = self.finished.get(&reference.step) else {
+            return Err(format!(
+                "its input {text} never came: step {} did not run",
+                reference.step
+            ));
+        };
+        if !producer.completed {
+            return Err(format!(
+                "its input {text} never came: step {} {}",
+                reference.step, producer.why_not
+            ));
+        }
+        let files: Vec<&HandedFile> = producer
+            .outputs
+            .iter()
+            .filter(|f| reference.matches(&f.name))
+            .collect();
+        if files.is_empty() {
+            let taken: Vec<&str> = producer.outputs.iter().map(|f| f.name.as_str()).collect();
+            return Err(format!(
+                "its input {text} never came: step {} took no file {} {} (it took: {})",
+                reference.step,
+                if reference.is_glob {
+                    "matching"
+                } else {
+                    "named"
+                },
+                reference.pattern,
+                if taken.is_empty() {
+                    "none".to_owned()
+                } else {
+                    taken.join(", ")
+                }
+            ));
+        }
+        Ok(files)
+    }
+
+    fn path(file: &HandedFile) -> Value {
+        Value::String(file.path.display().to_string())
+    }
+
+    /// `value` with its references read; `fan` is the glob the step runs once per file of,
+    /// with this run's file.
+    fn value(&self, value: &Value, fan: Option<(&str, &HandedFile)>) -> Result<Value, String> {
+        Ok(match value {
+            Value::String(text) => match reference::parse(text) {
+                Ok(None) | Err(_) => Value::String(reference::unescape(text).to_owned()),
+                Ok(Some(Reference::Sample)) => match self.job.sample() {
+                    Some(sample) => Value::String(sample.path.display().to_string()),
+                    None => {
+                        return Err(
+                            "its input $sample never came: the run has no sample".to_owned()
+                        );
+                    }
+                },
+                Ok(Some(Reference::Job)) => Value::String(self.job.dir().display().to_string()),
+                Ok(Some(Reference::Output(out))) => match fan {
+                    Some((fanned, file)) if fanned == text && out.is_glob => Self::path(file),
+                    _ => Self::path(self.matching(text, &out)?[0]),
+                },
+            },
+            Value::Array(items) => {
+                let mut out = Vec::with_capacity(items.len());
+                for item in items {
+                    if let Value::String(text) = item
+                        && let Ok(Some(Reference::Output(glob))) = reference::parse(text)
+                        && glob.is_glob
+                    {
+                        out.extend(self.matching(text, &glob)?.into_iter().map(Self::path));
+                        continue;
+                    }
+                    out.push(self.value(item, fan)?);
+                }
+                Value::Array(out)
+            }
+            Value::Object(map) => {
+                let mut out = serde_json::Map::with_capacity(map.len());
+                for (key, item) in map {
+                    out.insert(key.clone(), self.value(item, fan)?);
+                }
+                Value::Object(out)
+            }
+            other => other.clone(),
+        })
+    }
+}
