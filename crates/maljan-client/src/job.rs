@@ -1,7 +1,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use maljan_staging::{ArtefactStore, Degradation, Disclosure, Origin};
 use serde::Serialize;
@@ -67,11 +67,15 @@ pub struct Job {
     pub(crate) disclosures: Mutex<Vec<Disclosure>>,
     pub(crate) degradations: Mutex<Vec<Degradation>>,
     pub(crate) taken: Mutex<Vec<TakenFile>>,
-    /// (server, canonical local path) → the path the server stored it at.
-    pub(crate) staged: Mutex<HashMap<(String, PathBuf), String>>,
+    /// (server, canonical local path) → the upload of that file to that server: made once,
+    /// whoever asks first; those who ask meanwhile wait for it.
+    pub(crate) staged: Mutex<HashMap<(String, PathBuf), Arc<StagedUpload>>>,
     /// The files handed to later steps: path → (size, sha256, who wrote it).
     handed: Mutex<HashMap<PathBuf, HandedFile>>,
 }
+
+/// One file's upload to one server: the path it was stored at, or why it failed.
+pub(crate) type StagedUpload = tokio::sync::OnceCell<Result<String, String>>;
 
 /// A file a step took, as handed to later steps.
 #[derive(Debug, Clone)]

@@ -177,17 +177,29 @@ impl<S: CallService> Staged<S> {
         sent
     }
 
+    /// Uploads a file of the job to the server once per job: calls at the same time wait
+    /// for the one upload, later calls get its outcome.
     async fn stage_file(
         &self,
         job: &Job,
         local: &Path,
         step: Option<&str>,
     ) -> Result<String, String> {
+        let key = (self.place.server.clone(), local.to_owned());
+        let upload = lock(&job.staged).entry(key).or_default().clone();
+        upload
+            .get_or_init(|| self.upload_file(job, local, step))
+            .await
+            .clone()
+    }
+
+    async fn upload_file(
+        &self,
+        job: &Job,
+        local: &Path,
+        step: Option<&str>,
+    ) -> Result<String, String> {
         let server = self.place.server.as_str();
-        let key = (server.to_owned(), local.to_owned());
-        if let Some(remote) = lock(&job.staged).get(&key) {
-            return Ok(remote.clone());
-        }
         let primitives = self.primitives_for(step);
         let mode = UploadMode::offered(primitives.tools.iter().map(String::as_str))
             .ok_or_else(|| {
@@ -256,9 +268,6 @@ impl<S: CallService> Staged<S> {
             outcome,
             duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         });
-        if let Ok(remote) = &staged {
-            lock(&job.staged).insert(key, remote.clone());
-        }
         staged
     }
 

@@ -65,6 +65,8 @@ struct SlotState {
     retired: Vec<Arc<ServerConnection>>,
     starts: u32,
     last_failure: Option<String>,
+    /// Why the server could not be started, when it could not.
+    start_failed: Option<String>,
     card: Option<ServerCard>,
 }
 
@@ -109,19 +111,28 @@ impl ServerSlot {
         }
     }
 
+    /// Only a stdio server is started again: an HTTP server is not this client's to start.
     fn restarts_allowed(&self) -> bool {
         matches!(self.config.transport, ServerTransport::Stdio(_))
     }
 
     /// The server's connection: set up on first use; started again when it died (a stdio
-    /// server, at most [`MAX_RESTARTS`] times). Callers at the same time wait for the same
-    /// setup.
+    /// server, at most [`MAX_RESTARTS`] times); never again when it could not be started.
+    /// Callers at the same time wait for the same setup.
     pub(crate) async fn connection(
         &self,
         settings: &ClientSettings,
         context: &ConnectionContext,
     ) -> Result<Arc<ServerConnection>, Unavailable> {
         let mut state = self.state.lock().await;
+        // A server that could not be started is not tried again: every later step fails
+        // with the same words, so the failure is one.
+        if let Some(reason) = &state.start_failed {
+            return Err(Unavailable::NotStarted {
+                server: self.config.name.clone(),
+                reason: reason.clone(),
+            });
+        }
         if let Some(lost) = state.lost.take() {
             if let Some(dead) = state.current.take() {
                 state.retired.push(dead);
@@ -131,22 +142,11 @@ impl ServerSlot {
         if let Some(current) = &state.current {
             return Ok(current.clone());
         }
-        let budget = if self.restarts_allowed() {
-            1 + MAX_RESTARTS
-        } else {
-            1
-        };
-        if state.starts >= budget {
-            return Err(match (&state.last_failure, state.starts) {
-                (Some(reason), 1) if budget == 1 => Unavailable::NotStarted {
-                    server: self.config.name.clone(),
-                    reason: reason.clone(),
-                },
-                (last, starts) => Unavailable::GaveUp {
-                    server: self.config.name.clone(),
-                    starts,
-                    last: last.clone().unwrap_or_default(),
-                },
+        if state.starts > MAX_RESTARTS {
+            return Err(Unavailable::GaveUp {
+                server: self.config.name.clone(),
+                starts: state.starts,
+                last: state.last_failure.clone().unwrap_or_default(),
             });
         }
         state.starts += 1;
@@ -163,6 +163,7 @@ impl ServerSlot {
             Err(e) => {
                 let reason = e.to_string();
                 state.last_failure = Some(reason.clone());
+                state.start_failed = Some(reason.clone());
                 Err(Unavailable::NotStarted {
                     server: self.config.name.clone(),
                     reason,

@@ -1,0 +1,389 @@
+//! Runs end to end with real processes: the reference sidecar over stdio ("local") and over
+//! Streamable HTTP ("remote"), a server that cannot start, a server killed mid-run.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+
+use maljan_client::{
+    CallOptions, ClientSettings, ConnectionContext, Job, Ledger, Pack, Run, ServerCommand,
+    ServerConfig, StepOutcome, StepStatus, distinct_failures,
+};
+use maljan_ledger::MemorySink;
+use maljan_staging::{Disclosed, DisclosureOutcome};
+use serde_json::json;
+
+const SIDECAR: &str = env!("CARGO_BIN_EXE_maljan-sidecar");
+
+struct HttpSidecar {
+    child: Child,
+    url: String,
+}
+
+impl Drop for HttpSidecar {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_http() -> HttpSidecar {
+    let mut child = Command::new(SIDECAR)
+        .args(["--http", "127.0.0.1:0"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the sidecar starts");
+    let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
+    let mut line = String::new();
+    stderr.read_line(&mut line).expect("the announcement");
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .expect("an endpoint")
+        .to_owned();
+    std::thread::spawn(move || for _ in stderr.lines() {});
+    HttpSidecar { child, url }
+}
+
+fn zip_with(members: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut writer = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    for (name, bytes) in members {
+        writer
+            .start_file(*name, zip::write::SimpleFileOptions::default())
+            .expect("member");
+        writer.write_all(bytes).expect("write");
+    }
+    writer.finish().expect("finish").into_inner()
+}
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    job: Arc<Job>,
+    memory: MemorySink,
+    run: Run,
+}
+
+/// A job with a ZIP sample holding `payload.js` and `notes.txt`, and a run over `servers`.
+fn run_over(servers: Vec<ServerConfig>) -> Setup {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let archive = dir.path().join("sample.zip");
+    std::fs::write(
+        &archive,
+        zip_with(&[
+            ("payload.js", b"eval(atob('ZXZpbA=='))"),
+            ("docs/notes.txt", b"nothing to see here"),
+        ]),
+    )
+    .expect("sample");
+    let job = Arc::new(Job::create(dir.path().join("job")).expect("job"));
+    job.add_sample(&archive).expect("sample added");
+    let memory = MemorySink::default();
+    let context = ConnectionContext::default().with_ledger(Arc::new(Ledger::from(memory.clone())));
+    let run = Run::new(job.clone(), servers, ClientSettings::default(), context);
+    Setup {
+        _dir: dir,
+        job,
+        memory,
+        run,
+    }
+}
+
+fn local() -> ServerConfig {
+    ServerConfig::stdio("local", ServerCommand::new(SIDECAR))
+}
+
+fn outcome<'a>(outcomes: &'a [StepOutcome], step: &str) -> Vec<&'a StepOutcome> {
+    outcomes.iter().filter(|o| o.step == step).collect()
+}
+
+const TRIAGE: &str = r#"
+[pack]
+name = "archive triage"
+
+[[step]]
+id = "unpack"
+server = "local"
+tool = "unpack"
+arguments = { path = "$sample" }
+outputs = ["*"]
+
+[[step]]
+id = "info"
+server = "remote"
+tool = "file_info"
+arguments = { path = "$unpack/*" }
+
+[[step]]
+id = "scripts"
+server = "remote"
+tool = "strings"
+arguments = { path = "$unpack/payload.js", search = "eval" }
+timeout_s = 60
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unpack_on_one_server_hands_its_members_to_tools_on_another() {
+    let http = start_http();
+    let setup = run_over(vec![local(), ServerConfig::http("remote", &http.url)]);
+    let pack = Pack::parse(TRIAGE, "triage.toml").expect("pack");
+    let outcomes = setup.run.execute(&pack).await.expect("accepted");
+
+    let unpack = outcome(&outcomes, "unpack");
+    assert_eq!(unpack.len(), 1);
+    assert_eq!(unpack[0].status, StepStatus::Completed, "{:?}", unpack[0]);
+    let mut names: Vec<&str> = unpack[0].handed.iter().map(|h| h.name.as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["notes.txt", "payload.js"]);
+    let payload = unpack[0]
+        .handed
+        .iter()
+        .find(|h| h.name == "payload.js")
+        .expect("payload handed");
+    assert!(payload.path.ends_with("outputs/unpack/payload.js"));
+    assert!(payload.path.starts_with(setup.job.dir()));
+
+    // One run of file_info per member, on the other server.
+    let info = outcome(&outcomes, "info");
+    let mut instances: Vec<&str> = info.iter().filter_map(|o| o.instance.as_deref()).collect();
+    instances.sort_unstable();
+    assert_eq!(instances, ["notes.txt", "payload.js"]);
+    for run in &info {
+        assert_eq!(run.status, StepStatus::Completed, "{run:?}");
+    }
+
+    let scripts = outcome(&outcomes, "scripts");
+    assert_eq!(scripts[0].status, StepStatus::Completed, "{:?}", scripts[0]);
+    let answer = scripts[0].answer.as_ref().expect("an answer").to_string();
+    assert!(answer.contains("eval"), "{answer}");
+
+    // payload.js went to the remote server once, though two steps used it, under its name.
+    let disclosures = setup.job.disclosures();
+    let payload_uploads: Vec<_> = disclosures
+        .iter()
+        .filter(|d| d.server == "remote" && d.name == "payload.js")
+        .collect();
+    assert_eq!(payload_uploads.len(), 1, "{disclosures:?}");
+    assert!(matches!(
+        &payload_uploads[0].what,
+        Disclosed::ToolOutput { step: Some(step), tool } if step == "unpack" && tool == "unpack"
+    ));
+    let DisclosureOutcome::Sent { remote_path } = &payload_uploads[0].outcome else {
+        panic!("sent: {:?}", payload_uploads[0]);
+    };
+    assert!(remote_path.ends_with("payload.js"), "{remote_path}");
+    assert!(
+        disclosures.iter().all(|d| d.server == "remote"),
+        "the local server is never uploaded to"
+    );
+
+    // Every ledger entry names the job and run; each call its step, uploads included.
+    let entries = setup.memory.entries();
+    let run_id = setup.run.id().to_owned();
+    for entry in &entries {
+        assert_eq!(entry.call.scope.run.as_deref(), Some(run_id.as_str()));
+        assert_eq!(
+            entry.call.scope.job.as_deref(),
+            Some(setup.job.dir().display().to_string().as_str())
+        );
+    }
+    let upload_steps: Vec<_> = entries
+        .iter()
+        .filter(|e| e.call.tool.starts_with("put_sample"))
+        .map(|e| e.call.scope.step.clone())
+        .collect();
+    assert!(!upload_steps.is_empty());
+    assert!(
+        upload_steps
+            .iter()
+            .all(|s| matches!(s.as_deref(), Some("info" | "scripts"))),
+        "{upload_steps:?}"
+    );
+
+    let end = setup.run.finish().await;
+    assert_eq!(end.servers.len(), 2);
+    for server in &end.servers {
+        assert_eq!(server.restarts, 0);
+        assert!(server.card.is_some());
+        assert!(server.counts().messages > 0, "{}", server.server);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_cannot_start_fails_its_steps_once_and_the_rest_goes_on() {
+    let broken = ServerConfig::stdio(
+        "broken",
+        ServerCommand::new("sh")
+            .arg("-c")
+            .arg("echo 'libyara.so.10: cannot open shared object file' >&2; exit 3"),
+    );
+    let setup = run_over(vec![local(), broken]);
+    let pack = Pack::parse(
+        r#"
+[[step]]
+id = "yara"
+server = "broken"
+tool = "scan"
+arguments = { path = "$sample" }
+outputs = ["*.json"]
+
+[[step]]
+id = "yara-again"
+server = "broken"
+tool = "scan"
+arguments = { path = "$sample" }
+
+[[step]]
+id = "matches"
+server = "local"
+tool = "strings"
+arguments = { path = "$yara/hits.json" }
+
+[[step]]
+id = "info"
+server = "local"
+tool = "file_info"
+arguments = { path = "$sample" }
+"#,
+        "p.toml",
+    )
+    .expect("pack");
+    let outcomes = setup.run.execute(&pack).await.expect("accepted");
+    assert_eq!(outcome(&outcomes, "info")[0].status, StepStatus::Completed);
+    let failures = distinct_failures(&outcomes);
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    assert_eq!(failures[0].server, "broken");
+    assert_eq!(failures[0].count, 2);
+    assert_eq!(failures[0].steps, ["yara", "yara-again"]);
+    assert_eq!(failures[0].failure.code.as_str(), "server_unavailable");
+    assert!(
+        failures[0].failure.message.contains("libyara.so.10"),
+        "the server's stderr tail: {}",
+        failures[0].failure.message
+    );
+    let StepStatus::Skipped { reason } = &outcome(&outcomes, "matches")[0].status else {
+        panic!("skipped");
+    };
+    assert!(
+        reason.contains("its input $yara/hits.json never came: step yara failed"),
+        "{reason}"
+    );
+    let end = setup.run.finish().await;
+    let broken = end
+        .servers
+        .iter()
+        .find(|s| s.server == "broken")
+        .expect("broken");
+    assert!(broken.card.is_none());
+    assert_eq!(
+        broken.restarts, 0,
+        "a server that cannot start is not tried again"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_killed_mid_run_is_started_again_a_bounded_number_of_times() {
+    let setup = run_over(vec![local()]);
+    let sample = setup
+        .job
+        .sample()
+        .expect("sample")
+        .path
+        .display()
+        .to_string();
+    let options = CallOptions::default().in_step("info");
+    let call = || {
+        setup
+            .run
+            .call("local", "file_info", json!({"path": sample}), &options)
+    };
+    assert!(call().await.is_ok());
+    for round in 1..=3 {
+        let connection = setup.run.connection("local").await.expect("connection");
+        let pid = connection.server_pid().expect("a process");
+        drop(connection);
+        let killed = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        assert!(killed.expect("kill runs").success());
+        // The first call after the kill finds the connection lost...
+        let lost = call().await;
+        assert_eq!(
+            lost.failure().map(|f| f.code.as_str()),
+            Some("connection_lost"),
+            "round {round}: {lost:?}"
+        );
+        // ...and the next goes to the server started again, while restarts are left.
+        let again = call().await;
+        if round <= 2 {
+            assert!(again.is_ok(), "round {round}: {again:?}");
+            let pid_now = setup
+                .run
+                .connection("local")
+                .await
+                .expect("connection")
+                .server_pid();
+            assert_ne!(pid_now, Some(pid), "a new process");
+        } else {
+            let failure = again.failure().expect("given up");
+            assert!(
+                failure
+                    .message
+                    .contains("is not started again (at most 2 restarts)"),
+                "{}",
+                failure.message
+            );
+        }
+    }
+    let end = setup.run.finish().await;
+    assert_eq!(end.servers[0].restarts, 2);
+    assert_eq!(end.servers[0].connections.len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pack_with_errors_is_refused_before_anything_runs() {
+    let setup = run_over(vec![local()]);
+    let pack = Pack::parse(
+        r#"
+[[step]]
+id = "info"
+server = "local"
+tool = "file_info"
+arguments = { path = "$sample" }
+
+[[step]]
+id = "yara"
+server = "local"
+tool = "yara_scan"
+arguments = { path = "$sample" }
+"#,
+        "p.toml",
+    )
+    .expect("parsed");
+    let errors = setup.run.execute(&pack).await.expect_err("refused");
+    assert_eq!(errors.errors().len(), 1, "{errors}");
+    assert_eq!(errors.errors()[0].line, 8);
+    assert!(errors.to_string().contains("does not offer it"), "{errors}");
+    let calls: Vec<_> = setup
+        .memory
+        .entries()
+        .into_iter()
+        .filter(|e| e.call.tool != "capabilities")
+        .collect();
+    assert!(calls.is_empty(), "nothing ran: {calls:?}");
+
+    let unknown_server = Pack::parse(
+        "[[step]]\nid = \"a\"\nserver = \"elsewhere\"\ntool = \"t\"\n",
+        "p.toml",
+    )
+    .expect("parsed");
+    let errors = setup
+        .run
+        .execute(&unknown_server)
+        .await
+        .expect_err("refused");
+    assert!(
+        errors
+            .to_string()
+            .contains("the configuration does not name"),
+        "{errors}"
+    );
+    setup.run.finish().await;
+}
