@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use maljan_client::{ConnectionContext, Job, Ledger, ServerConnection, ServerTransport};
 use serde_json::{Value, json};
@@ -49,17 +49,6 @@ pub(crate) struct CallOptions {
     /// Take the files the tool names in its answer into the job's artefact store.
     #[arg(long)]
     pub(crate) take: bool,
-}
-
-fn new_job_dir() -> PathBuf {
-    let stamp = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis());
-    ledger_file::default_path()
-        .parent()
-        .map_or_else(|| PathBuf::from("."), Path::to_owned)
-        .join("jobs")
-        .join(format!("job-{stamp}-{}", std::process::id()))
 }
 
 /// Replaces argument values naming `file` by `sample`; how many were replaced.
@@ -114,7 +103,7 @@ pub(crate) async fn run(
             })?;
     }
     let job = if options.stage.is_some() || options.job.is_some() || options.take {
-        let dir = options.job.unwrap_or_else(new_job_dir);
+        let dir = options.job.unwrap_or_else(ledger_file::new_job_dir);
         let job = Job::create(&dir).map_err(|e| CliError::Job {
             path: dir,
             source: e,

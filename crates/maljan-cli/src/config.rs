@@ -164,6 +164,16 @@ impl Config {
         })
     }
 
+    /// The configured servers' names.
+    pub(crate) fn server_names(&self) -> impl Iterator<Item = &str> {
+        self.servers.keys().map(String::as_str)
+    }
+
+    /// Every configured server.
+    pub(crate) fn servers(&self) -> Vec<ServerConfig> {
+        self.servers.values().cloned().collect()
+    }
+
     /// A server by name, or the default one; a bare `http://` or `https://` URL is a
     /// Streamable HTTP server of that name.
     pub(crate) fn server(&self, name: Option<&str>) -> Result<ServerConfig, CliError> {

@@ -1,6 +1,7 @@
-//! Where `maljan call` records, and `maljan ledger` reads.
+//! Where `maljan call` and `maljan run` record, `maljan ledger` reads, and new jobs go.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// `$XDG_STATE_HOME/maljan/ledger.jsonl`, else `~/.local/state/maljan/ledger.jsonl`, else
 /// `maljan-ledger.jsonl` in the working directory.
@@ -13,4 +14,16 @@ pub(crate) fn default_path() -> PathBuf {
         Some(dir) => dir.join("maljan").join("ledger.jsonl"),
         None => PathBuf::from("maljan-ledger.jsonl"),
     }
+}
+
+/// A new job directory beside the ledger: `jobs/job-MILLIS-PID`.
+pub(crate) fn new_job_dir() -> PathBuf {
+    let stamp = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    default_path()
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_owned)
+        .join("jobs")
+        .join(format!("job-{stamp}-{}", std::process::id()))
 }

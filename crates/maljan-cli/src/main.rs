@@ -7,6 +7,7 @@ mod error;
 mod ledger_file;
 mod progress;
 mod render;
+mod run;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -58,12 +59,19 @@ enum Command {
     },
     /// Call one tool. Arguments: key=value (a string), key:=JSON (any JSON value), or --json.
     Call(call::CallOptions),
+    /// Carry out a triage pack on a sample, in one job, over the configured servers. Exit
+    /// status: 0 every step completed, 3 degraded (some steps failed or were skipped, at
+    /// least one completed), 4 failed (no step completed), 2 refused before anything ran.
+    Run(run::RunOptions),
     /// Print a ledger: the failure summary (each distinct failure once, with its count),
     /// then every call.
     Ledger {
         /// The ledger file (default: where `maljan call` records).
         #[arg(env = "MALJAN_LEDGER")]
         path: Option<PathBuf>,
+        /// Only the calls of the job in DIR (its summary is then the job's).
+        #[arg(long, value_name = "DIR")]
+        job: Option<PathBuf>,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -88,7 +96,7 @@ async fn main() -> ExitCode {
     if !matches!(cli.command, Command::Sidecar) {
         init_logging();
     }
-    match run(cli).await {
+    match dispatch(cli).await {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e}");
@@ -114,7 +122,7 @@ fn print_json<T: serde::Serialize>(value: &T) {
     );
 }
 
-async fn run(cli: Cli) -> Result<ExitCode, CliError> {
+async fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
     if let Command::Sidecar = cli.command {
         maljan_sidecar::serve_stdio()
             .await
@@ -146,9 +154,16 @@ async fn run(cli: Cli) -> Result<ExitCode, CliError> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Call(options) => call::run(config, options).await,
-        Command::Ledger { path, json } => {
+        Command::Run(options) => run::run(config, options).await,
+        Command::Ledger { path, json, job } => {
             let path = path.unwrap_or_else(ledger_file::default_path);
-            let file = maljan_ledger::read_json_lines(&path).map_err(CliError::Ledger)?;
+            let mut file = maljan_ledger::read_json_lines(&path).map_err(CliError::Ledger)?;
+            if let Some(job) = job {
+                // Entries name the job by its canonical directory.
+                let job = job.canonicalize().unwrap_or(job).display().to_string();
+                file.entries
+                    .retain(|e| e.call.scope.job.as_deref() == Some(job.as_str()));
+            }
             for skipped in &file.skipped {
                 let what = if skipped.torn {
                     "a torn last line (a write cut short by a crash)"

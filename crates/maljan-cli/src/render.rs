@@ -1,8 +1,10 @@
-//! Human text for the server card, the tool list and an answer.
+//! Human text for the server card, the tool list, an answer and a run.
 
 use std::fmt::Write;
 
-use maljan_client::{Job, ServerCard, TakenFile};
+use maljan_client::{
+    DistinctFailure, Job, ServerCard, ServerRecord, StepOutcome, StepStatus, TakenFile,
+};
 use maljan_mcp_proto::maljan::{Outcome, ToolAnswer};
 use maljan_mcp_proto::mcp::Tool;
 use maljan_staging::{Disclosed, DisclosureOutcome, UploadMode};
@@ -136,6 +138,92 @@ pub(crate) fn job(job: &Job, taken: &[TakenFile]) -> String {
                 let _ = writeln!(out, "not taken: {path}: {words}");
             }
         }
+    }
+    out
+}
+
+/// One step's outcome on one line.
+pub(crate) fn step_line(outcome: &StepOutcome) -> String {
+    let name = match &outcome.instance {
+        Some(file) => format!("{} ({file})", outcome.step),
+        None => outcome.step.clone(),
+    };
+    let at = format!("{}/{}", outcome.server, outcome.tool);
+    match &outcome.status {
+        StepStatus::Completed => {
+            let taken = outcome
+                .taken
+                .iter()
+                .filter(|t| matches!(t, TakenFile::Taken { .. }))
+                .count();
+            let files = match taken {
+                0 => String::new(),
+                1 => ", 1 file taken".to_owned(),
+                n => format!(", {n} files taken"),
+            };
+            format!("ok       {name} [{at}] {} ms{files}", outcome.duration_ms)
+        }
+        StepStatus::Failed { failure } => {
+            format!(
+                "failed   {name} [{at}] {}: {}",
+                failure.code.as_str(),
+                failure.message
+            )
+        }
+        StepStatus::Skipped { reason } => format!("skipped  {name} [{at}]: {reason}"),
+    }
+}
+
+/// What a run came to: each step, each distinct failure once, each server's restarts and
+/// stray stdout.
+pub(crate) fn run_summary(
+    outcomes: &[StepOutcome],
+    failures: &[DistinctFailure],
+    servers: &[ServerRecord],
+    steps: usize,
+) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "steps ({} of the pack's {steps}, runs per file counted):",
+        outcomes.len()
+    );
+    for outcome in outcomes {
+        let _ = writeln!(out, "  {}", step_line(outcome));
+        for file in &outcome.taken {
+            if let TakenFile::NotTaken { path, words, .. } = file {
+                let _ = writeln!(out, "      not taken: {path}: {words}");
+            }
+        }
+    }
+    if !failures.is_empty() {
+        let _ = writeln!(out, "failures (each once):");
+        for f in failures {
+            let _ = writeln!(
+                out,
+                "  {}× {}: {}: {} (steps: {})",
+                f.count,
+                f.server,
+                f.failure.code.as_str(),
+                f.failure.message,
+                f.steps.join(", ")
+            );
+            if let Some(remedy) = &f.failure.remediation {
+                let _ = writeln!(out, "      remedy: {remedy}");
+            }
+        }
+    }
+    for server in servers {
+        let counts = server.counts();
+        let restarts = match server.restarts {
+            0 => String::new(),
+            n => format!(", started again {n}×"),
+        };
+        let _ = writeln!(
+            out,
+            "server {}: {} messages, {} stray lines, {} invalid{restarts}",
+            server.server, counts.messages, counts.stray, counts.invalid
+        );
     }
     out
 }

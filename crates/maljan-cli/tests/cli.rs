@@ -273,3 +273,150 @@ fn credentials_in_a_bare_url_stay_out_of_messages_and_the_ledger() {
     let recorded = std::fs::read_to_string(&ledger).unwrap_or_default();
     assert!(!recorded.contains("hunter2"), "{recorded}");
 }
+
+/// A pack over the bundled sidecar: file_info and strings of the sample, and a step that
+/// needs a file the first never takes (so it is skipped).
+const SIDECAR_PACK: &str = r#"
+[pack]
+name = "text triage"
+
+[[step]]
+id = "info"
+server = "sidecar"
+tool = "file_info"
+arguments = { path = "$sample" }
+outputs = ["*.carved"]
+
+[[step]]
+id = "strings"
+server = "sidecar"
+tool = "strings"
+arguments = { path = "$sample", search = "needle" }
+
+[[step]]
+id = "carved"
+server = "sidecar"
+tool = "strings"
+arguments = { path = "$info/*.carved" }
+"#;
+
+fn run_files(pack: &str) -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let pack_path = dir.path().join("pack.toml");
+    std::fs::write(&pack_path, pack).expect("pack");
+    let sample = dir.path().join("sample.txt");
+    std::fs::write(&sample, "a needle in a haystack").expect("sample");
+    (dir, pack_path, sample)
+}
+
+#[test]
+fn run_carries_out_a_pack_and_exits_degraded_when_a_step_is_skipped() {
+    let (dir, pack, sample) = run_files(SIDECAR_PACK);
+    let job = dir.path().join("job");
+    let ledger = dir.path().join("ledger.jsonl");
+    let output = maljan_with_ledger(
+        &[
+            "run",
+            &pack.display().to_string(),
+            &sample.display().to_string(),
+            "--job",
+            &job.display().to_string(),
+            "--format",
+            "json",
+        ],
+        &ledger,
+    );
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(report["schema_version"], 1);
+    assert_eq!(report["status"], "degraded");
+    let steps = report["steps"].as_array().expect("steps");
+    let status_of = |id: &str| {
+        steps.iter().find(|s| s["step"] == id).map(|s| {
+            s["status"]["status"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+    };
+    assert_eq!(status_of("info").as_deref(), Some("completed"));
+    assert_eq!(status_of("strings").as_deref(), Some("completed"));
+    assert_eq!(status_of("carved").as_deref(), Some("skipped"));
+    assert!(
+        job.join("sample/sample.txt").is_file(),
+        "the sample is in the job"
+    );
+
+    // The ledger, filtered by the job, holds this run's calls, each naming its step.
+    let listed = maljan_with_ledger(
+        &[
+            "ledger",
+            &ledger.display().to_string(),
+            "--job",
+            &job.display().to_string(),
+            "--json",
+        ],
+        &ledger,
+    );
+    assert!(listed.status.success(), "{}", stderr(&listed));
+    let text = stdout(&listed);
+    assert!(text.contains("\"step\": \"info\""), "{text}");
+    assert!(text.contains("\"step\": \"strings\""), "{text}");
+    let other_job = maljan_with_ledger(
+        &[
+            "ledger",
+            &ledger.display().to_string(),
+            "--job",
+            "/elsewhere",
+            "--json",
+        ],
+        &ledger,
+    );
+    assert!(
+        !stdout(&other_job).contains("\"step\""),
+        "another job's calls are left out"
+    );
+}
+
+#[test]
+fn run_refuses_bad_input_before_anything_runs() {
+    let (dir, pack, sample) = run_files(SIDECAR_PACK);
+    let pack = pack.display().to_string();
+    let ledger = dir.path().join("ledger.jsonl");
+
+    let missing = maljan_with_ledger(&["run", &pack, "/no/such/sample"], &ledger);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(stderr(&missing).contains("the sample is not a readable file"));
+
+    let used = dir.path().join("used-job");
+    std::fs::create_dir_all(&used).expect("dir");
+    std::fs::write(used.join("earlier.txt"), "x").expect("file");
+    let sample = sample.display().to_string();
+    let used = used.display().to_string();
+    let existing = maljan_with_ledger(&["run", &pack, &sample, "--job", &used], &ledger);
+    assert_eq!(existing.status.code(), Some(2));
+    assert!(
+        stderr(&existing).contains("--reuse-job"),
+        "{}",
+        stderr(&existing)
+    );
+
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[[step]]\nid = \"a\"\nserver = \"elsewhere\"\ntool = \"t\"\n",
+    )
+    .expect("pack");
+    let refused = maljan_with_ledger(&["run", &bad.display().to_string(), &sample], &ledger);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        stderr(&refused).contains("bad.toml:1: step a calls server elsewhere"),
+        "{}",
+        stderr(&refused)
+    );
+    assert!(!ledger.exists(), "nothing was called");
+
+    let checked = maljan_with_ledger(&["run", "--check", &pack], &ledger);
+    assert!(checked.status.success(), "{}", stderr(&checked));
+    assert!(stdout(&checked).contains("3 steps"));
+}

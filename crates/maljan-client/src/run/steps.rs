@@ -35,6 +35,16 @@ impl Run {
     ///
     /// The outcomes are in the order the steps finished.
     pub async fn execute(&self, pack: &Pack) -> Result<Vec<StepOutcome>, PackErrors> {
+        self.execute_observed(pack, |_| {}).await
+    }
+
+    /// [`execute`](Self::execute), telling `observe` of each step's outcome as it comes (to
+    /// show progress).
+    pub async fn execute_observed(
+        &self,
+        pack: &Pack,
+        mut observe: impl FnMut(&StepOutcome),
+    ) -> Result<Vec<StepOutcome>, PackErrors> {
         pack.check_servers(self.server_names())?;
         self.check_tools(pack).await?;
         let mut finished: HashMap<String, Finished> = HashMap::new();
@@ -74,7 +84,9 @@ impl Run {
                                     outputs: Vec::new(),
                                 },
                             );
-                            outcomes.push(skipped(step, reason));
+                            let outcome = skipped(step, reason);
+                            observe(&outcome);
+                            outcomes.push(outcome);
                         }
                     }
                 }
@@ -98,6 +110,7 @@ impl Run {
                 }
                 _ => {}
             }
+            observe(&outcome);
             outcomes.push(outcome);
             let left = runs_left.entry(step.id()).or_insert(1);
             *left -= 1;
