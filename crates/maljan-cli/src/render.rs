@@ -185,7 +185,7 @@ pub(crate) fn run_summary(
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "steps ({} of the pack's {steps}, runs per file counted):",
+        "steps ({} runs of the pack's {steps} steps):",
         outcomes.len()
     );
     for outcome in outcomes {
