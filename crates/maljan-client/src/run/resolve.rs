@@ -166,3 +166,95 @@ impl<'a> Resolver<'a> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::Pack;
+
+    fn finished(names: &[&str]) -> HashMap<String, Finished> {
+        let outputs = names
+            .iter()
+            .map(|name| HandedFile {
+                name: (*name).to_owned(),
+                path: PathBuf::from(format!("/job/outputs/u/{name}")),
+                sha256: String::new(),
+            })
+            .collect();
+        HashMap::from([(
+            "u".to_owned(),
+            Finished {
+                completed: true,
+                why_not: String::new(),
+                outputs,
+            },
+        )])
+    }
+
+    fn step(arguments: &str) -> Pack {
+        let text = format!(
+            "[[step]]\nid = \"u\"\nserver = \"s\"\ntool = \"t\"\noutputs = [\"*\"]\n\
+             [[step]]\nid = \"b\"\nserver = \"s\"\ntool = \"t\"\narguments = {arguments}\n"
+        );
+        Pack::parse(&text, "p.toml").expect("pack")
+    }
+
+    fn job() -> (tempfile::TempDir, Job) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let job = Job::create(dir.path()).expect("job");
+        (dir, job)
+    }
+
+    #[test]
+    fn a_glob_in_a_list_is_every_matching_file_in_one_run() {
+        let (_dir, job) = job();
+        let pack =
+            step(r#"{ paths = ["$u/*.js", "$u/a.txt", "$$x"], deep = { in = ["$u/*.txt"] } }"#);
+        let runs = instances(
+            &pack.steps()[1],
+            &job,
+            &finished(&["a.js", "b.js", "a.txt"]),
+        )
+        .expect("ready");
+        assert_eq!(runs.len(), 1);
+        assert_eq!(
+            runs[0].arguments,
+            json!({"paths": ["/job/outputs/u/a.js", "/job/outputs/u/b.js", "/job/outputs/u/a.txt", "$x"],
+                   "deep": {"in": ["/job/outputs/u/a.txt"]}})
+        );
+    }
+
+    #[test]
+    fn a_glob_as_a_value_is_one_run_per_matching_file() {
+        let (_dir, job) = job();
+        let pack = step(r#"{ path = "$u/*.js", job = "$job" }"#);
+        let runs = instances(
+            &pack.steps()[1],
+            &job,
+            &finished(&["a.js", "b.js", "c.txt"]),
+        )
+        .expect("ready");
+        let labels: Vec<_> = runs.iter().filter_map(|r| r.label.as_deref()).collect();
+        assert_eq!(labels, ["a.js", "b.js"]);
+        assert_eq!(runs[1].arguments["path"], "/job/outputs/u/b.js");
+        assert_eq!(runs[1].arguments["job"], job.dir().display().to_string());
+    }
+
+    #[test]
+    fn a_missing_input_says_what_the_step_took_instead() {
+        let (_dir, job) = job();
+        let pack = step(r#"{ path = "$u/payload.js" }"#);
+        let reason = instances(&pack.steps()[1], &job, &finished(&["a.txt"])).expect_err("skipped");
+        assert!(
+            reason.contains("took no file named payload.js (it took: a.txt)"),
+            "{reason}"
+        );
+        let pack = step(r#"{ path = "$sample" }"#);
+        let reason = instances(&pack.steps()[1], &job, &finished(&[])).expect_err("no sample");
+        assert!(reason.contains("the run has no sample"), "{reason}");
+    }
+}
