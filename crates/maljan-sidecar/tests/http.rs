@@ -1,8 +1,9 @@
 //! The reference sidecar over Streamable HTTP, end to end: setup, card, calls, a staged
 //! sample uploaded in chunks, and a file `unpack` wrote taken back through `get_file`.
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Stdio};
+mod support;
+
+use std::io::Write;
 use std::sync::Arc;
 
 use maljan_client::{
@@ -11,44 +12,11 @@ use maljan_client::{
 use maljan_staging::{Disclosed, DisclosureOutcome, UploadMode};
 use serde_json::json;
 use sha2::{Digest, Sha256};
-
-const SIDECAR: &str = env!("CARGO_BIN_EXE_maljan-sidecar");
-
-struct HttpSidecar {
-    child: Child,
-    url: String,
-}
-
-impl Drop for HttpSidecar {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts `maljan-sidecar --http 127.0.0.1:0` and reads the endpoint it announces.
-fn start() -> HttpSidecar {
-    let mut child = Command::new(SIDECAR)
-        .args(["--http", "127.0.0.1:0"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the sidecar starts");
-    let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
-    let mut line = String::new();
-    stderr.read_line(&mut line).expect("the announcement");
-    let url = line
-        .trim()
-        .strip_prefix("listening on ")
-        .expect("an endpoint")
-        .to_owned();
-    // Keep draining stderr so the server never blocks on it.
-    std::thread::spawn(move || for _ in stderr.lines() {});
-    HttpSidecar { child, url }
-}
+use support::start_http_sidecar;
 
 /// Sets up over HTTP with a job in `dir`.
 async fn connect_with_job(
-    sidecar: &HttpSidecar,
+    sidecar: &support::HttpSidecar,
     dir: &std::path::Path,
 ) -> (Arc<Job>, ServerConnection) {
     let job = Arc::new(Job::create(dir.join("job")).expect("job"));
@@ -64,7 +32,7 @@ async fn connect_with_job(
 
 #[tokio::test]
 async fn over_http_a_staged_sample_is_unpacked_and_a_member_taken_back() {
-    let sidecar = start();
+    let sidecar = start_http_sidecar();
     let dir = tempfile::tempdir().expect("temp dir");
     let (job, server) = connect_with_job(&sidecar, dir.path()).await;
     let card = server.card().expect("card");
@@ -129,7 +97,7 @@ async fn over_http_a_staged_sample_is_unpacked_and_a_member_taken_back() {
 
 #[tokio::test]
 async fn a_request_from_another_origin_is_refused() {
-    let sidecar = start();
+    let sidecar = start_http_sidecar();
     let config = ServerConfig::http("remote", &sidecar.url);
     let mut config = config;
     if let maljan_client::ServerTransport::Http(http) = &mut config.transport {
@@ -147,7 +115,7 @@ async fn a_request_from_another_origin_is_refused() {
 
 #[tokio::test]
 async fn a_file_of_several_chunks_goes_up_and_comes_back_over_http() {
-    let sidecar = start();
+    let sidecar = start_http_sidecar();
     let dir = tempfile::tempdir().expect("temp dir");
     let (job, server) = connect_with_job(&sidecar, dir.path()).await;
     let bytes: Vec<u8> = (0..9 * 1024 * 1024 + 17)

@@ -1,8 +1,9 @@
 //! Runs end to end with real processes: the reference sidecar over stdio ("local") and over
 //! Streamable HTTP ("remote"), a server that cannot start, a server killed mid-run.
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Stdio};
+mod support;
+
+use std::process::Command;
 use std::sync::Arc;
 
 use maljan_client::{
@@ -12,49 +13,7 @@ use maljan_client::{
 use maljan_ledger::MemorySink;
 use maljan_staging::{Disclosed, DisclosureOutcome};
 use serde_json::json;
-
-const SIDECAR: &str = env!("CARGO_BIN_EXE_maljan-sidecar");
-
-struct HttpSidecar {
-    child: Child,
-    url: String,
-}
-
-impl Drop for HttpSidecar {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_http() -> HttpSidecar {
-    let mut child = Command::new(SIDECAR)
-        .args(["--http", "127.0.0.1:0"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the sidecar starts");
-    let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
-    let mut line = String::new();
-    stderr.read_line(&mut line).expect("the announcement");
-    let url = line
-        .trim()
-        .strip_prefix("listening on ")
-        .expect("an endpoint")
-        .to_owned();
-    std::thread::spawn(move || for _ in stderr.lines() {});
-    HttpSidecar { child, url }
-}
-
-fn zip_with(members: &[(&str, &[u8])]) -> Vec<u8> {
-    let mut writer = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-    for (name, bytes) in members {
-        writer
-            .start_file(*name, zip::write::SimpleFileOptions::default())
-            .expect("member");
-        writer.write_all(bytes).expect("write");
-    }
-    writer.finish().expect("finish").into_inner()
-}
+use support::{SIDECAR, start_http_sidecar, zip_with};
 
 struct Setup {
     _dir: tempfile::TempDir,
@@ -123,7 +82,7 @@ timeout_s = 60
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unpack_on_one_server_hands_its_members_to_tools_on_another() {
-    let http = start_http();
+    let http = start_http_sidecar();
     let setup = run_over(vec![local(), ServerConfig::http("remote", &http.url)]);
     let pack = Pack::parse(TRIAGE, "triage.toml").expect("pack");
     let outcomes = setup.run.execute(&pack).await.expect("accepted");

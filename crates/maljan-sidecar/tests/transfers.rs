@@ -2,7 +2,8 @@
 //! elsewhere: a real sidecar process reached over pipes, declared remote, with a job
 //! directory of its own.
 
-use std::io::Write;
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -17,6 +18,7 @@ use maljan_mcp_stdio::StdioTransport;
 use maljan_staging::{CHUNK_BYTES, Disclosed, DisclosureOutcome, UploadMode};
 use serde_json::json;
 use sha2::{Digest, Sha256};
+use support::zip_with;
 
 const SIDECAR: &str = env!("CARGO_BIN_EXE_maljan-sidecar");
 
@@ -62,17 +64,6 @@ fn context(job: &Arc<Job>, memory: &MemorySink) -> ConnectionContext {
 
 fn sha(bytes: &[u8]) -> String {
     format!("{:x}", Sha256::digest(bytes))
-}
-
-fn zip_with(members: &[(&str, &[u8])]) -> Vec<u8> {
-    let mut writer = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-    for (name, bytes) in members {
-        writer
-            .start_file(*name, zip::write::SimpleFileOptions::default())
-            .expect("member");
-        writer.write_all(bytes).expect("write");
-    }
-    writer.finish().expect("finish").into_inner()
 }
 
 fn tools_called(memory: &MemorySink) -> Vec<String> {

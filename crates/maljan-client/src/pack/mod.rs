@@ -124,8 +124,13 @@ pub struct PackError {
 pub struct PackErrors(Vec<PackError>);
 
 impl PackErrors {
-    pub(crate) fn new(errors: Vec<PackError>) -> Self {
-        PackErrors(errors)
+    /// `Err` with `errors` when there are any.
+    pub(crate) fn refuse_if_any(errors: Vec<PackError>) -> Result<(), PackErrors> {
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(PackErrors(errors))
+        }
     }
 
     /// The errors.
@@ -395,11 +400,7 @@ impl Pack {
                 ),
             })
             .collect();
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(PackErrors(errors))
-        }
+        PackErrors::refuse_if_any(errors)
     }
 
     /// Checks that every step on `server` calls one of `tools` (its model-facing tools, as
@@ -424,10 +425,6 @@ impl Pack {
                 remedy: format!("use one of its tools: {}", tools.join(", ")),
             })
             .collect();
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(PackErrors(errors))
-        }
+        PackErrors::refuse_if_any(errors)
     }
 }

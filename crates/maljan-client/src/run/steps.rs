@@ -145,12 +145,8 @@ impl Run {
                 errors.extend(refused.errors().iter().cloned());
             }
         }
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            errors.sort_by_key(|e| e.line);
-            Err(PackErrors::new(errors))
-        }
+        errors.sort_by_key(|e| e.line);
+        PackErrors::refuse_if_any(errors)
     }
 
     /// Runs one step (or one of its runs) and takes its declared outputs.
