@@ -51,4 +51,4 @@ pub use render::{LedgerReport, render_summary, render_table};
 pub use sink::{
     JsonLinesSink, LedgerFile, LedgerSink, MemorySink, SinkError, SkippedLine, read_json_lines,
 };
-pub use summary::{FailureGroup, failure_summary};
+pub use summary::{FailureGroup, failure_summary, message_shape};

@@ -4,7 +4,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use maljan_ledger::{
     CallRecord, CallScope, JsonLinesSink, Ledger, LedgerEntry, LedgerSink, MemorySink,
-    failure_summary, read_json_lines, render_summary, render_table,
+    failure_summary, message_shape, read_json_lines, render_summary, render_table,
 };
 use maljan_mcp_proto::maljan::{ErrorCode, Outcome, ToolFailure};
 use proptest::prelude::*;
@@ -276,4 +276,58 @@ fn entries_written_before_writer_ids_are_still_read() {
         (file.entries[0].seq, file.entries[0].writer.as_str()),
         (7, "")
     );
+}
+
+#[test]
+fn failures_that_differ_only_in_a_changing_number_are_one() {
+    let memory = MemorySink::default();
+    let ledger = Ledger::new().with_sink(memory.clone());
+    for seconds in [60, 59, 7] {
+        let resting = ToolFailure::new(
+            ErrorCode::ServerResting,
+            format!("server slow is resting for {seconds} s more after 3 unanswered calls"),
+            Some("wait for the rest to end".to_owned()),
+        );
+        ledger
+            .record(failed("slow", "scan", resting))
+            .expect("recorded");
+    }
+    let other = ToolFailure::new(
+        ErrorCode::ServerResting,
+        "server slow is being probed",
+        None,
+    );
+    ledger
+        .record(failed("slow", "scan", other))
+        .expect("recorded");
+    let summary = failure_summary(&memory.entries());
+    assert_eq!(summary.len(), 2, "{summary:?}");
+    assert_eq!(summary[0].count, 3);
+    assert!(
+        summary[0].message.contains("60 s more"),
+        "the first one's words"
+    );
+    assert_eq!(summary[1].count, 1);
+}
+
+proptest! {
+    /// Replacing the numbers of a text by any others keeps its shape; changing a word does
+    /// not.
+    #[test]
+    fn a_shape_is_the_text_without_its_numbers(
+        words in prop::collection::vec("[a-z]{1,6}", 1..6),
+        numbers in prop::collection::vec((0u64..100_000, 0u64..100_000), 1..6),
+    ) {
+        let text = |pick: fn(&(u64, u64)) -> u64| {
+            words
+                .iter()
+                .zip(numbers.iter().cycle())
+                .map(|(w, n)| format!("{w} {}", pick(n)))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        prop_assert_eq!(message_shape(&text(|n| n.0)), message_shape(&text(|n| n.1)));
+        let changed = format!("{} zz", text(|n| n.0));
+        prop_assert_ne!(message_shape(&changed), message_shape(&text(|n| n.0)));
+    }
 }

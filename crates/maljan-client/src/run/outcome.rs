@@ -1,8 +1,10 @@
 //! What a run's steps came to.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 
-use maljan_mcp_proto::maljan::ToolFailure;
+use maljan_ledger::message_shape;
+use maljan_mcp_proto::maljan::{ErrorCode, ToolFailure};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -90,8 +92,10 @@ pub struct DistinctFailure {
     pub steps: Vec<String>,
 }
 
-/// Each distinct failure of `outcomes` once (same server, code, message and remediation),
-/// in the order first seen, with how many step runs it hit.
+/// Each distinct failure of `outcomes` once (same server, code, message and remediation;
+/// messages that differ only in a changing number, such as a resting server's seconds left,
+/// are one: see [`maljan_ledger::message_shape`]), in the order first seen, with how many
+/// step runs it hit and the first one's words.
 ///
 /// ```
 /// use maljan_client::distinct_failures;
@@ -99,27 +103,73 @@ pub struct DistinctFailure {
 /// ```
 pub fn distinct_failures(outcomes: &[StepOutcome]) -> Vec<DistinctFailure> {
     let mut distinct: Vec<DistinctFailure> = Vec::new();
+    let mut index: HashMap<(&str, &ErrorCode, String, Option<String>), usize> = HashMap::new();
     for outcome in outcomes {
         let Some(failure) = outcome.failure() else {
             continue;
         };
-        match distinct
-            .iter_mut()
-            .find(|d| d.server == outcome.server && &d.failure == failure)
-        {
+        let key = (
+            outcome.server.as_str(),
+            &failure.code,
+            message_shape(&failure.message),
+            failure.remediation.as_deref().map(message_shape),
+        );
+        match index.get(&key).map(|&at| &mut distinct[at]) {
             Some(known) => {
                 known.count += 1;
                 if !known.steps.contains(&outcome.step) {
                     known.steps.push(outcome.step.clone());
                 }
             }
-            None => distinct.push(DistinctFailure {
-                server: outcome.server.clone(),
-                failure: failure.clone(),
-                count: 1,
-                steps: vec![outcome.step.clone()],
-            }),
+            None => {
+                index.insert(key, distinct.len());
+                distinct.push(DistinctFailure {
+                    server: outcome.server.clone(),
+                    failure: failure.clone(),
+                    count: 1,
+                    steps: vec![outcome.step.clone()],
+                });
+            }
         }
     }
     distinct
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(step: &str, server: &str, message: &str) -> StepOutcome {
+        StepOutcome {
+            step: step.to_owned(),
+            instance: None,
+            server: server.to_owned(),
+            tool: "scan".to_owned(),
+            arguments: Value::Null,
+            resolved: None,
+            status: StepStatus::Failed {
+                failure: ToolFailure::new(ErrorCode::ServerResting, message, None),
+            },
+            answer: None,
+            taken: Vec::new(),
+            handed: Vec::new(),
+            duration_ms: 0,
+        }
+    }
+
+    #[test]
+    fn one_failure_whatever_its_changing_number_and_the_steps_it_hit_once_each() {
+        let outcomes = [
+            failed("a", "slow", "resting for 60 s more"),
+            failed("b", "slow", "resting for 58 s more"),
+            failed("b", "slow", "resting for 57 s more"),
+            failed("c", "other", "resting for 60 s more"),
+        ];
+        let failures = distinct_failures(&outcomes);
+        assert_eq!(failures.len(), 2, "{failures:?}");
+        assert_eq!(failures[0].count, 3);
+        assert_eq!(failures[0].steps, ["a", "b"]);
+        assert_eq!(failures[0].failure.message, "resting for 60 s more");
+        assert_eq!(failures[1].server, "other");
+    }
 }
