@@ -59,10 +59,20 @@ enum Command {
     },
     /// Call one tool. Arguments: key=value (a string), key:=JSON (any JSON value), or --json.
     Call(call::CallOptions),
-    /// Carry out a triage pack on a sample, in one job, over the configured servers. Exit
+    /// Carry out a triage pack on a sample, in one job, over the configured servers, and
+    /// write its report (report.json, report.md, report.html) into the job's directory. Exit
     /// status: 0 every step completed, 3 degraded (some steps failed or were skipped, at
-    /// least one completed), 4 failed (no step completed), 2 refused before anything ran.
+    /// least one completed), 4 failed (no step completed), 130 interrupted (Ctrl-C,
+    /// SIGTERM), 2 refused before anything ran.
     Run(run::RunOptions),
+    /// Print a finished run's report: its Markdown, or its JSON with --format json.
+    Report {
+        /// The job's directory.
+        job: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "text")]
+        format: Format,
+    },
     /// Print a ledger: the failure summary (each distinct failure once, with its count),
     /// then every call.
     Ledger {
@@ -155,6 +165,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
         }
         Command::Call(options) => call::run(config, options).await,
         Command::Run(options) => run::run(config, options).await,
+        Command::Report { job, format } => run::print_report(&job, format),
         Command::Ledger { path, json, job } => {
             let path = path.unwrap_or_else(ledger_file::default_path);
             let mut file = maljan_ledger::read_json_lines(&path).map_err(CliError::Ledger)?;

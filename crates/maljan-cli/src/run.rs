@@ -7,10 +7,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use maljan_client::{
-    ConnectionContext, Job, Ledger, Pack, PackErrors, Run, StepOutcome, StepStatus,
-    distinct_failures,
+    ConnectionContext, Job, Ledger, Pack, PackErrors, PackInfo, Run, RunReport, StepOutcome,
+    Verdict,
 };
-use serde_json::json;
 
 use crate::config::Config;
 use crate::error::CliError;
@@ -25,9 +24,9 @@ pub(crate) const EXIT_REFUSED: u8 = 2;
 pub(crate) const EXIT_DEGRADED: u8 = 3;
 /// No step completed.
 pub(crate) const EXIT_FAILED: u8 = 4;
-
-/// The version of `maljan run --format json`'s document.
-const SCHEMA_VERSION: u32 = 1;
+/// Stopped by Ctrl-C or SIGTERM (the report says what was done so far): 128 + SIGINT, as
+/// shells report a command stopped so.
+pub(crate) const EXIT_INTERRUPTED: u8 = 130;
 
 /// The `run` subcommand's options.
 #[derive(Debug, clap::Args)]
@@ -127,66 +126,96 @@ pub(crate) async fn run(config: Config, options: RunOptions) -> Result<ExitCode,
     );
     let terminal = std::io::stderr().is_terminal();
     let total = pack.steps().len();
-    let mut seen = 0;
-    let executed = run
-        .execute_observed(&pack, |outcome| {
-            seen += 1;
+    let mut so_far: Vec<StepOutcome> = Vec::new();
+    let executed = {
+        let execution = run.execute_observed(&pack, |outcome| {
+            so_far.push(outcome.clone());
             if terminal {
-                eprintln!("[{seen}] {}", render::step_line(outcome));
+                eprintln!("[{}] {}", so_far.len(), render::step_line(outcome));
             }
-        })
-        .await;
-    let run_id = run.id().to_owned();
+        });
+        // Ctrl-C or SIGTERM ends the run: the steps' calls are dropped (and cancelled on
+        // their servers), the servers closed, and the report says what was done so far.
+        tokio::select! {
+            executed = execution => Some(executed),
+            () = stop_requested() => None,
+        }
+    };
+    let interrupted = executed.is_none();
     let end = run.finish().await;
     let outcomes = match executed {
-        Ok(outcomes) => outcomes,
-        Err(errors) => return Ok(refused(&errors)),
+        Some(Ok(outcomes)) => outcomes,
+        Some(Err(errors)) => return Ok(refused(&errors)),
+        None => so_far,
     };
-    let failures = distinct_failures(&outcomes);
-    let status = status_of(&outcomes, !job.degradations().is_empty());
+    let pack_info = PackInfo {
+        origin: pack.origin().to_owned(),
+        name: pack.name().map(str::to_owned),
+    };
+    let report = RunReport::new(pack_info, &job, outcomes, &end, interrupted);
+    let written = report.write(job.dir());
     match options.format {
-        Format::Json => print_json(&json!({
-            "schema_version": SCHEMA_VERSION,
-            "run": run_id,
-            "pack": pack.origin(),
-            "job": job.dir(),
-            "ledger": ledger_path,
-            "status": status.0,
-            "steps": outcomes,
-            "failures": failures,
-            "disclosures": job.disclosures(),
-            "degradations": job.degradations(),
-            "servers": end.servers.iter().map(|s| json!({
-                "server": s.server,
-                "restarts": s.restarts,
-                "stdout": s.counts(),
-                "last_failure": s.last_failure,
-            })).collect::<Vec<_>>(),
-        })),
+        Format::Json => print_json(&report),
         Format::Text => {
             print!(
                 "{}",
-                render::run_summary(&outcomes, &failures, &end.servers, total)
+                render::run_summary(&report.steps, &report.failures, &end.servers, total)
             );
-            println!("status: {}", status.0);
+            println!("verdict: {}", report.verdict.as_str());
             println!("job directory: {}", job.dir().display());
-            println!("ledger: {} (run {run_id})", ledger_path.display());
+            println!("ledger: {} (run {})", ledger_path.display(), report.run);
         }
     }
-    Ok(ExitCode::from(status.1))
+    match written {
+        Ok(files) => eprintln!("report: {}", files.html.display()),
+        Err(e) => eprintln!(
+            "error: the report could not be written into {}: {e}; the job's files are there",
+            job.dir().display()
+        ),
+    }
+    Ok(ExitCode::from(exit_code(report.verdict)))
 }
 
-/// The run's status and exit code.
-fn status_of(outcomes: &[StepOutcome], degraded: bool) -> (&'static str, u8) {
-    let completed = outcomes
-        .iter()
-        .filter(|o| o.status == StepStatus::Completed)
-        .count();
-    if completed == 0 {
-        ("failed", EXIT_FAILED)
-    } else if completed < outcomes.len() || degraded {
-        ("degraded", EXIT_DEGRADED)
-    } else {
-        ("completed", EXIT_COMPLETED)
+/// Ctrl-C, or SIGTERM.
+async fn stop_requested() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
+}
+
+/// `maljan report JOB_DIR`: a finished run's report, as text or JSON.
+pub(crate) fn print_report(job: &Path, format: Format) -> Result<ExitCode, CliError> {
+    let name = match format {
+        Format::Json => "report.json",
+        Format::Text => "report.md",
+    };
+    let path = job.join(name);
+    let text = std::fs::read_to_string(&path).map_err(|e| CliError::BadArgument {
+        argument: job.display().to_string(),
+        detail: format!(
+            "{} cannot be read ({e}); name the directory of a job a run has finished",
+            path.display()
+        ),
+    })?;
+    print!("{text}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The exit code of a verdict.
+fn exit_code(verdict: Verdict) -> u8 {
+    match verdict {
+        Verdict::Completed => EXIT_COMPLETED,
+        Verdict::Degraded => EXIT_DEGRADED,
+        Verdict::Failed => EXIT_FAILED,
+        Verdict::Interrupted => EXIT_INTERRUPTED,
     }
 }

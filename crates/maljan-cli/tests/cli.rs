@@ -329,7 +329,7 @@ fn run_carries_out_a_pack_and_exits_degraded_when_a_step_is_skipped() {
     assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
     let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
     assert_eq!(report["schema_version"], 1);
-    assert_eq!(report["status"], "degraded");
+    assert_eq!(report["verdict"], "degraded");
     let steps = report["steps"].as_array().expect("steps");
     let status_of = |id: &str| {
         steps.iter().find(|s| s["step"] == id).map(|s| {

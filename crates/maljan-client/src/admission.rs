@@ -87,10 +87,12 @@ impl<S: CallService> CallService for Admission<S> {
             Ok(guarded) => Called {
                 answer: guarded.value,
                 queued: guarded.queued,
+                sent: None,
             },
             Err(refused) => Called {
                 answer: ToolAnswer::failed(self.resting(refused)),
                 queued: refused.queued(),
+                sent: None,
             },
         }
     }

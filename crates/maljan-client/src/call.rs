@@ -49,6 +49,29 @@ impl CallOptions {
     }
 }
 
+/// A call's answer with what the call was sent and how long it waited under the cap.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct CallTrace {
+    /// The answer.
+    pub answer: ToolAnswer,
+    /// The arguments as sent, when staging rewrote them (paths uploaded or mapped).
+    pub sent_arguments: Option<Value>,
+    /// Time spent waiting for a slot under the server's concurrency cap.
+    pub queued: Duration,
+}
+
+impl CallTrace {
+    /// An answer given without a call on the wire (refused before it was sent).
+    pub(crate) fn of(answer: ToolAnswer) -> Self {
+        CallTrace {
+            answer,
+            sent_arguments: None,
+            queued: Duration::ZERO,
+        }
+    }
+}
+
 /// One `tools/call` on its way down the stack.
 #[derive(Debug, Clone)]
 pub(crate) struct ToolCall {
@@ -96,6 +119,8 @@ pub(crate) struct Called {
     pub(crate) answer: ToolAnswer,
     /// Time spent waiting under the concurrency cap before it was sent.
     pub(crate) queued: Duration,
+    /// The arguments as sent, when staging rewrote them.
+    pub(crate) sent: Option<Value>,
 }
 
 /// A layer of the call stack: takes a call, gives its answer. A failed call is a failed
@@ -135,6 +160,7 @@ impl<F: Fn(&ToolCall) -> ToolAnswer + Send + Sync> CallService for Scripted<F> {
         Called {
             answer,
             queued: Duration::ZERO,
+            sent: None,
         }
     }
 }

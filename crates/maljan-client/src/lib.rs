@@ -40,6 +40,7 @@ mod ledgering;
 mod pack;
 mod progress;
 mod reach;
+mod report;
 mod run;
 mod server_connection;
 mod setup;
@@ -47,7 +48,7 @@ mod staging;
 mod taking;
 mod timeout;
 
-pub use call::CallOptions;
+pub use call::{CallOptions, CallTrace};
 pub use card::{CardTool, ServerCard, UnavailableTool};
 pub use config::{ClientSettings, HttpServer, ServerConfig, ServerTransport};
 pub use context::ConnectionContext;
@@ -61,6 +62,9 @@ pub use maljan_mcp_transport::{CloseReport, StoppedBy, Transport, TransportCount
 pub use maljan_staging::SampleMount;
 pub use pack::{MAX_STEP_TIMEOUT_S, Pack, PackError, PackErrors, Step};
 pub use progress::{ProgressReporter, TransferProgress};
+pub use report::{
+    PackInfo, REPORT_SCHEMA_VERSION, ReportFiles, RunReport, SampleInfo, ServerReport, Verdict,
+};
 pub use run::{
     DistinctFailure, HandedFile, MAX_RESTARTS, Run, RunEnd, ServerRecord, StepOutcome, StepStatus,
     Unavailable, distinct_failures,

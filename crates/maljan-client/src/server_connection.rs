@@ -15,7 +15,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::admission::Admission;
-use crate::call::{CallOptions, CallService, ToolCall, not_an_object};
+use crate::call::{CallOptions, CallService, CallTrace, ToolCall, not_an_object};
 use crate::card::ServerCard;
 use crate::ledgering::Ledgered;
 use crate::reach::ServerReach;
@@ -346,6 +346,19 @@ impl ServerConnection {
         arguments: Value,
         options: &CallOptions,
     ) -> Result<ToolAnswer, ClientError> {
+        self.call_traced(tool, arguments, options)
+            .await
+            .map(|trace| trace.answer)
+    }
+
+    /// [`call_with`](Self::call_with), saying also what the call was sent and how long it
+    /// waited under the cap (for a run's report).
+    pub async fn call_traced(
+        &self,
+        tool: &str,
+        arguments: Value,
+        options: &CallOptions,
+    ) -> Result<CallTrace, ClientError> {
         if is_platform_primitive(tool) {
             return Err(ClientError::PlatformPrimitive {
                 server: self.name.clone(),
@@ -353,10 +366,17 @@ impl ServerConnection {
             });
         }
         let call = self.checked(tool, arguments, options)?;
-        match call {
-            Ok(call) => Ok(self.stack.call(call).await.answer),
-            Err(refused) => Ok(refused),
-        }
+        Ok(match call {
+            Ok(call) => {
+                let called = self.stack.call(call).await;
+                CallTrace {
+                    answer: called.answer,
+                    sent_arguments: called.sent,
+                    queued: called.queued,
+                }
+            }
+            Err(refused) => CallTrace::of(refused),
+        })
     }
 
     /// [`call`](Self::call) without staging, asking the server for progress notifications

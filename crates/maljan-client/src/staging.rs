@@ -324,7 +324,10 @@ impl<S: CallService> CallService for Staged<S> {
                 call.as_written = Some(std::mem::replace(&mut call.arguments, sent));
             }
         }
-        self.inner.call(call).await
+        let sent = call.as_written.is_some().then(|| call.arguments.clone());
+        let mut called = self.inner.call(call).await;
+        called.sent = sent;
+        called
     }
 }
 

@@ -152,6 +152,7 @@ impl CallService for Timeout {
                 return Called {
                     answer: ToolAnswer::failed(not_an_object(&other)),
                     queued: Duration::ZERO,
+                    sent: None,
                 };
             }
         };
@@ -182,6 +183,7 @@ impl CallService for Timeout {
         Called {
             answer,
             queued: Duration::ZERO,
+            sent: None,
         }
     }
 }

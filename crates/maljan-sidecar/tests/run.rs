@@ -7,8 +7,8 @@ use std::process::Command;
 use std::sync::Arc;
 
 use maljan_client::{
-    CallOptions, ClientSettings, ConnectionContext, Job, Ledger, Pack, Run, ServerCommand,
-    ServerConfig, StepOutcome, StepStatus, distinct_failures,
+    CallOptions, ClientSettings, ConnectionContext, Job, Ledger, Pack, PackInfo, Run, RunReport,
+    ServerCommand, ServerConfig, StepOutcome, StepStatus, distinct_failures,
 };
 use maljan_ledger::MemorySink;
 use maljan_staging::{Disclosed, DisclosureOutcome};
@@ -165,6 +165,54 @@ async fn unpack_on_one_server_hands_its_members_to_tools_on_another() {
         assert!(server.card.is_some());
         assert!(server.counts().messages > 0, "{}", server.server);
     }
+
+    // The report, as written into the job's directory.
+    let info = PackInfo {
+        origin: pack.origin().to_owned(),
+        name: pack.name().map(str::to_owned),
+    };
+    let report = RunReport::new(info, &setup.job, outcomes, &end, false);
+    let files = report.write(setup.job.dir()).expect("written");
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&files.json).expect("report.json")).expect("JSON");
+    assert_eq!(json["schema_version"], 1);
+    assert_eq!(json["verdict"], "completed");
+    assert_eq!(json["pack"]["name"], "archive triage");
+    assert_eq!(json["sample"]["name"], "sample.zip");
+    assert_eq!(json["failures"], json!([]));
+    let scripts = json["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .find(|s| s["step"] == "scripts")
+        .expect("the scripts step");
+    assert!(
+        scripts["resolved"]["path"]
+            .as_str()
+            .is_some_and(|p| p.ends_with("outputs/unpack/payload.js")),
+        "{scripts}"
+    );
+    assert!(
+        scripts["sent_arguments"]["path"]
+            .as_str()
+            .is_some_and(|p| p.ends_with("samples/payload.js")),
+        "what the remote server was sent: {scripts}"
+    );
+    assert!(scripts["queued_ms"].is_u64());
+    let uploads = json["disclosures"].as_array().expect("disclosures");
+    assert!(uploads.iter().any(|d| d["name"] == "payload.js"
+        && d["server"] == "remote"
+        && d["what"]["step"] == "unpack"));
+    let servers = json["servers"].as_array().expect("servers");
+    assert_eq!(servers.len(), 2);
+    assert!(servers.iter().all(|s| s["card"]["tools"].is_array()));
+    let page = std::fs::read_to_string(&files.html).expect("report.html");
+    assert!(page.contains("payload.js"));
+    assert!(
+        std::fs::read_to_string(&files.markdown)
+            .expect("report.md")
+            .contains("**Verdict: completed**")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -17,7 +17,7 @@ pub use outcome::{DistinctFailure, HandedFile, StepOutcome, StepStatus, distinct
 pub use servers::{MAX_RESTARTS, ServerRecord, Unavailable};
 
 use crate::{
-    CallOptions, ClientError, ClientSettings, ConnectionContext, Job, ServerConfig,
+    CallOptions, CallTrace, ClientError, ClientSettings, ConnectionContext, Job, ServerConfig,
     ServerConnection,
 };
 use servers::ServerSlot;
@@ -142,7 +142,10 @@ impl Run {
         arguments: Value,
         options: &CallOptions,
     ) -> ToolAnswer {
-        self.call_on(server, tool, arguments, options).await.0
+        self.call_on(server, tool, arguments, options)
+            .await
+            .0
+            .answer
     }
 
     /// [`call`](Self::call), with the connection the call went on when there was one.
@@ -152,24 +155,24 @@ impl Run {
         tool: &str,
         arguments: Value,
         options: &CallOptions,
-    ) -> (ToolAnswer, Option<Arc<ServerConnection>>) {
+    ) -> (CallTrace, Option<Arc<ServerConnection>>) {
+        let failed = |failure| CallTrace::of(ToolAnswer::failed(failure));
         let connection = match self.connection(server).await {
             Ok(connection) => connection,
-            Err(unavailable) => {
-                return (ToolAnswer::failed(unavailable_failure(&unavailable)), None);
-            }
+            Err(unavailable) => return (failed(unavailable_failure(&unavailable)), None),
         };
-        let answer = match connection.call_with(tool, arguments, options).await {
-            Ok(answer) => answer,
-            Err(refused) => ToolAnswer::failed(refused_failure(&refused)),
+        let trace = match connection.call_traced(tool, arguments, options).await {
+            Ok(trace) => trace,
+            Err(refused) => failed(refused_failure(&refused)),
         };
-        let lost = answer
+        let lost = trace
+            .answer
             .failure()
             .filter(|f| f.code == ErrorCode::ConnectionLost);
         if let (Some(failure), Ok(slot)) = (lost, self.slot(server)) {
             slot.lost(&connection, &failure.message).await;
         }
-        (answer, Some(connection))
+        (trace, Some(connection))
     }
 
     /// Closes every connection and says what the run learned of each server.

@@ -53,9 +53,11 @@ pub struct StepOutcome {
     pub tool: String,
     /// The arguments as the pack wrote them.
     pub arguments: Value,
-    /// The arguments with references read (local paths; the ledger has what each server was
-    /// sent).
+    /// The arguments with references read (local paths).
     pub resolved: Option<Value>,
+    /// What the server was sent, when staging rewrote the arguments (uploaded or mapped
+    /// paths).
+    pub sent_arguments: Option<Value>,
     /// How it ended.
     pub status: StepStatus,
     /// The tool's answer, when there was one.
@@ -67,6 +69,8 @@ pub struct StepOutcome {
     pub handed: Vec<HandedFile>,
     /// How long it took, in milliseconds.
     pub duration_ms: u64,
+    /// How long its call waited under the server's concurrency cap, in milliseconds.
+    pub queued_ms: u64,
 }
 
 impl StepOutcome {
@@ -154,6 +158,8 @@ mod tests {
             taken: Vec::new(),
             handed: Vec::new(),
             duration_ms: 0,
+            sent_arguments: None,
+            queued_ms: 0,
         }
     }
 

@@ -156,7 +156,7 @@ impl Run {
         if let Some(wait) = step.timeout() {
             options = options.wait(wait);
         }
-        let (answer, connection) = self
+        let (trace, connection) = self
             .call_on(
                 step.server(),
                 step.tool(),
@@ -164,12 +164,13 @@ impl Run {
                 &options,
             )
             .await;
+        let answer = &trace.answer;
         let mut taken = Vec::new();
         let mut handed = Vec::new();
         if let (Some(connection), Outcome::Ok) = (&connection, &answer.outcome)
             && !step.outputs().is_empty()
         {
-            let declared = declared_only(&answer, step);
+            let declared = declared_only(answer, step);
             taken = connection
                 .take_files(step.tool(), &declared, Some(step.id()))
                 .await;
@@ -194,7 +195,9 @@ impl Run {
                 answer: (!answer.value.is_null()).then(|| answer.value.clone()),
                 taken,
                 handed,
-                duration_ms: u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX),
+                duration_ms: millis(start.elapsed()),
+                sent_arguments: trace.sent_arguments.clone(),
+                queued_ms: millis(trace.queued),
             },
         }
     }
@@ -228,6 +231,10 @@ impl Run {
         }
         handed
     }
+}
+
+fn millis(duration: std::time::Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 fn file_name(path: &str) -> String {
@@ -269,5 +276,7 @@ fn skipped(step: &Step, reason: String) -> StepOutcome {
         taken: Vec::new(),
         handed: Vec::new(),
         duration_ms: 0,
+        sent_arguments: None,
+        queued_ms: 0,
     }
 }

@@ -1,0 +1,270 @@
+//! The report as one self-contained HTML page: styles inline, no script, no external asset,
+//! every text escaped (a tool's answer and a server's words are a sample author's text).
+
+use std::fmt::Write;
+
+use super::{RunReport, Verdict, wording};
+use crate::TakenFile;
+
+const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:72rem;\
+padding:0 1rem;color:#1d2330}h1{font-size:1.5rem}h2{margin-top:2rem;border-bottom:1px solid #ccd}\
+table{border-collapse:collapse;width:100%;font-size:.9rem}th,td{border:1px solid #ccd;\
+padding:.3rem .5rem;text-align:left;vertical-align:top}th{background:#eef}\
+code{font-size:.85rem;word-break:break-all}.verdict{display:inline-block;padding:.2rem .6rem;\
+border-radius:.3rem;font-weight:bold}.completed{background:#d8f5d8}.degraded{background:#fde9c4}\
+.failed,.interrupted{background:#f9d0d0}.muted{color:#667}";
+
+/// `text` with `&`, `<`, `>`, `"` and `'` escaped.
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn row(out: &mut String, cells: &[String]) {
+    out.push_str("<tr>");
+    for c in cells {
+        let _ = write!(out, "<td>{c}</td>");
+    }
+    out.push_str("</tr>\n");
+}
+
+fn head(out: &mut String, names: &[&str]) {
+    out.push_str("<table><thead><tr>");
+    for n in names {
+        let _ = write!(out, "<th>{n}</th>");
+    }
+    out.push_str("</tr></thead><tbody>\n");
+}
+
+pub(super) fn render(report: &RunReport) -> String {
+    let mut out = String::new();
+    let pack = escape(report.pack.name.as_deref().unwrap_or(&report.pack.origin));
+    let verdict = report.verdict.as_str();
+    let _ = write!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width\">\
+         <title>Run {} — {pack}</title><style>{STYLE}</style></head><body>\n",
+        escape(&report.run)
+    );
+    let _ = writeln!(
+        out,
+        "<header><h1>Run <code>{}</code> — {pack}</h1>\
+         <p>Verdict: <span class=\"verdict {verdict}\" id=\"verdict\">{verdict}</span></p>",
+        escape(&report.run)
+    );
+    if let Some(sample) = &report.sample {
+        let _ = writeln!(
+            out,
+            "<p class=\"muted\">Sample <code>{}</code>, {} bytes, sha256 <code>{}</code>; job \
+             <code>{}</code></p>",
+            escape(&sample.name),
+            sample.size,
+            escape(&sample.sha256),
+            escape(&report.job.display().to_string())
+        );
+    }
+    out.push_str("<section id=\"failures\"><h2>Failures</h2>\n");
+    if report.failures.is_empty() {
+        let none = if report.verdict == Verdict::Interrupted {
+            "None before the run was stopped."
+        } else {
+            "None."
+        };
+        let _ = writeln!(out, "<p>{none}</p>");
+    } else {
+        head(
+            &mut out,
+            &["count", "server", "code", "message", "remedy", "steps"],
+        );
+        for f in &report.failures {
+            row(
+                &mut out,
+                &[
+                    f.count.to_string(),
+                    escape(&f.server),
+                    format!("<code>{}</code>", escape(f.failure.code.as_str())),
+                    escape(&f.failure.message),
+                    escape(f.failure.remediation.as_deref().unwrap_or("")),
+                    escape(&f.steps.join(", ")),
+                ],
+            );
+        }
+        out.push_str("</tbody></table>\n");
+    }
+    out.push_str("</section></header>\n<main>\n<section><h2>Servers</h2>\n");
+    head(
+        &mut out,
+        &[
+            "server",
+            "card",
+            "unavailable tools",
+            "connections",
+            "restarts",
+        ],
+    );
+    for server in &report.servers {
+        let card = server.card.as_ref().map_or_else(
+            || "never set up".to_owned(),
+            |c| {
+                escape(&format!(
+                    "{} {}, protocol {}, over {}, {} tools",
+                    c.server_info.name,
+                    c.server_info.version,
+                    c.protocol_version,
+                    c.transport,
+                    c.tools.len()
+                ))
+            },
+        );
+        let unavailable = server.card.as_ref().map_or_else(String::new, |c| {
+            c.unavailable
+                .iter()
+                .map(|t| {
+                    escape(&format!(
+                        "{}: {}{}",
+                        t.name,
+                        t.reason,
+                        t.remediation
+                            .as_deref()
+                            .map(|r| format!(" (remedy: {r})"))
+                            .unwrap_or_default()
+                    ))
+                })
+                .collect::<Vec<_>>()
+                .join("<br>")
+        });
+        let connections = server
+            .connections
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} messages, {} stray, {} invalid, {} salvaged, {} oversized",
+                    c.messages, c.stray, c.invalid, c.salvaged, c.oversized
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("<br>");
+        row(
+            &mut out,
+            &[
+                escape(&server.server),
+                card,
+                unavailable,
+                connections,
+                server.restarts.to_string(),
+            ],
+        );
+    }
+    out.push_str("</tbody></table></section>\n<section><h2>Steps</h2>\n");
+    head(
+        &mut out,
+        &[
+            "step",
+            "server/tool",
+            "outcome",
+            "duration",
+            "queued",
+            "arguments",
+            "sent",
+            "files",
+        ],
+    );
+    for step in &report.steps {
+        let arguments = step.resolved.as_ref().unwrap_or(&step.arguments);
+        let files = step
+            .taken
+            .iter()
+            .map(|t| match t {
+                TakenFile::Taken { path, size, .. } => {
+                    format!("taken <code>{}</code> ({size} bytes)", escape(path))
+                }
+                TakenFile::NotTaken { path, words, .. } => format!(
+                    "<strong>not taken</strong> <code>{}</code>: {}",
+                    escape(path),
+                    escape(words)
+                ),
+            })
+            .collect::<Vec<_>>()
+            .join("<br>");
+        row(
+            &mut out,
+            &[
+                escape(&wording::step_name(step)),
+                escape(&format!("{}/{}", step.server, step.tool)),
+                escape(&wording::outcome(&step.status)),
+                format!("{} ms", step.duration_ms),
+                format!("{} ms", step.queued_ms),
+                format!("<code>{}</code>", escape(&arguments.to_string())),
+                step.sent_arguments.as_ref().map_or_else(String::new, |s| {
+                    format!("<code>{}</code>", escape(&s.to_string()))
+                }),
+                files,
+            ],
+        );
+    }
+    out.push_str("</tbody></table></section>\n<section id=\"disclosure\"><h2>Disclosure: every upload</h2>\n");
+    if report.disclosures.is_empty() {
+        out.push_str("<p>Nothing was uploaded.</p>\n");
+    } else {
+        head(
+            &mut out,
+            &["server", "file", "what", "size", "sha256", "how", "outcome"],
+        );
+        for d in &report.disclosures {
+            let (what, how, outcome) = wording::upload(d);
+            row(
+                &mut out,
+                &[
+                    escape(&d.server),
+                    escape(&d.name),
+                    escape(&what),
+                    d.size.to_string(),
+                    format!("<code>{}</code>", escape(&d.sha256)),
+                    how.to_owned(),
+                    escape(&outcome),
+                ],
+            );
+        }
+        out.push_str("</tbody></table>\n");
+    }
+    out.push_str("</section>\n");
+    if !report.degradations.is_empty() {
+        out.push_str("<section><h2>Degradations</h2><ul>\n");
+        for d in &report.degradations {
+            let _ = writeln!(
+                out,
+                "<li>{}: <code>{}</code>: {}</li>",
+                escape(&d.server),
+                escape(&d.subject),
+                escape(&d.reason)
+            );
+        }
+        out.push_str("</ul></section>\n");
+    }
+    out.push_str("</main></body></html>\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::escape;
+
+    #[test]
+    fn every_character_that_could_open_markup_is_escaped() {
+        assert_eq!(
+            escape(r#"<script>alert("x")</script> & 'y'"#),
+            "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39;y&#39;"
+        );
+    }
+}
