@@ -25,6 +25,10 @@ pub(crate) enum CliError {
         #[source]
         source: io::Error,
     },
+    #[error(
+        "Ctrl-C and SIGTERM cannot be caught ({0}), so a stopped run could not write its report"
+    )]
+    Signals(#[source] io::Error),
     #[error("the sidecar stopped: {0}")]
     Sidecar(#[source] io::Error),
 }

@@ -11,6 +11,8 @@ use maljan_client::{
     Verdict,
 };
 
+use tokio::signal::unix::{Signal, SignalKind, signal};
+
 use crate::config::Config;
 use crate::error::CliError;
 use crate::{Format, ledger_file, print_json, progress, render};
@@ -118,6 +120,7 @@ pub(crate) async fn run(config: Config, options: RunOptions) -> Result<ExitCode,
     if let Some(reporter) = progress::terminal_reporter() {
         context = context.with_progress(reporter);
     }
+    let mut stop = StopSignals::catch()?;
     let run = Run::new(
         job.clone(),
         config.servers(),
@@ -138,7 +141,7 @@ pub(crate) async fn run(config: Config, options: RunOptions) -> Result<ExitCode,
         // their servers), the servers closed, and the report says what was done so far.
         tokio::select! {
             executed = execution => Some(executed),
-            () = stop_requested() => None,
+            () = stop.requested() => None,
         }
     };
     let interrupted = executed.is_none();
@@ -176,19 +179,28 @@ pub(crate) async fn run(config: Config, options: RunOptions) -> Result<ExitCode,
     Ok(ExitCode::from(exit_code(report.verdict)))
 }
 
-/// Ctrl-C, or SIGTERM.
-async fn stop_requested() {
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending().await,
+/// Ctrl-C and SIGTERM, caught from the moment this is made (before any server starts), so
+/// neither ends the process without its report.
+struct StopSignals {
+    interrupt: Signal,
+    terminate: Signal,
+}
+
+impl StopSignals {
+    fn catch() -> Result<StopSignals, CliError> {
+        let catch = |kind| signal(kind).map_err(CliError::Signals);
+        Ok(StopSignals {
+            interrupt: catch(SignalKind::interrupt())?,
+            terminate: catch(SignalKind::terminate())?,
+        })
+    }
+
+    /// The first of them to come.
+    async fn requested(&mut self) {
+        tokio::select! {
+            _ = self.interrupt.recv() => {}
+            _ = self.terminate.recv() => {}
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = terminate => {}
     }
 }
 

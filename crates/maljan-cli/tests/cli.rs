@@ -420,3 +420,62 @@ fn run_refuses_bad_input_before_anything_runs() {
     assert!(checked.status.success(), "{}", stderr(&checked));
     assert!(stdout(&checked).contains("3 steps"));
 }
+
+#[test]
+fn a_run_stopped_by_sigterm_writes_its_report_as_interrupted() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let fifo = dir.path().join("started");
+    let made = Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    // A server that says it started, then never answers: the run waits for its setup.
+    let config = dir.path().join("maljan.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[servers.hang]\ncommand = \"sh\"\nargs = [\"-c\", \"echo started > \\\"$FIFO\\\"; exec sleep 60\"]\nenv = {{ FIFO = {:?} }}\n",
+            fifo.display().to_string()
+        ),
+    )
+    .expect("config");
+    let (_files, pack, sample) = run_files(
+        "[[step]]\nid = \"stuck\"\nserver = \"hang\"\ntool = \"scan\"\narguments = { path = \"$sample\" }\n",
+    );
+    let job = dir.path().join("job");
+    let child = Command::new(MALJAN)
+        .args([
+            "run",
+            &pack.display().to_string(),
+            &sample.display().to_string(),
+            "--job",
+            &job.display().to_string(),
+            "--config",
+            &config.display().to_string(),
+        ])
+        .env("MALJAN_LEDGER", dir.path().join("ledger.jsonl"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("maljan runs");
+    // Blocks until the server opens the FIFO: the run is under way.
+    let said = std::fs::read_to_string(&fifo).expect("the server started");
+    assert_eq!(said.trim(), "started");
+    let term = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(term.success());
+    let output = child.wait_with_output().expect("maljan ends");
+    assert_eq!(output.status.code(), Some(130), "{}", stderr(&output));
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(job.join("report.json")).expect("report.json"))
+            .expect("JSON");
+    assert_eq!(report["verdict"], "interrupted");
+    assert!(
+        stdout(&output).contains("verdict: interrupted"),
+        "{}",
+        stdout(&output)
+    );
+}
