@@ -29,6 +29,8 @@ pub(crate) enum CliError {
         "Ctrl-C and SIGTERM cannot be caught ({0}), so a stopped run could not write its report"
     )]
     Signals(#[source] io::Error),
+    #[error("the demo could not be set up: {0}")]
+    Demo(String),
     #[error("the sidecar stopped: {0}")]
     Sidecar(#[source] io::Error),
 }

@@ -3,6 +3,7 @@
 mod arguments;
 mod call;
 mod config;
+mod demo;
 mod error;
 mod ledger_file;
 mod progress;
@@ -65,6 +66,9 @@ enum Command {
     /// least one completed), 4 failed (no step completed), 130 interrupted (Ctrl-C,
     /// SIGTERM), 2 refused before anything ran.
     Run(run::RunOptions),
+    /// Run the bundled pack on a generated sample against the reference sidecar twice, on
+    /// this host over stdio and served over HTTP on loopback, and write the report.
+    Demo(demo::DemoOptions),
     /// Print a finished run's report: its Markdown, or its JSON with --format json.
     Report {
         /// The job's directory.
@@ -86,9 +90,14 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Serve the bundled reference sidecar over stdio (what "sidecar" runs).
+    /// Serve the bundled reference sidecar over stdio (what "sidecar" runs), or over
+    /// Streamable HTTP on a loopback address (what the demo's "remote" is).
     #[command(hide = true)]
-    Sidecar,
+    Sidecar {
+        /// Serve HTTP at http://ADDR/mcp instead of stdio (loopback only: no token).
+        #[arg(long, value_name = "ADDR")]
+        http: Option<String>,
+    },
 }
 
 fn init_logging() {
@@ -103,7 +112,7 @@ fn init_logging() {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    if !matches!(cli.command, Command::Sidecar) {
+    if !matches!(cli.command, Command::Sidecar { .. }) {
         init_logging();
     }
     match dispatch(cli).await {
@@ -133,10 +142,15 @@ fn print_json<T: serde::Serialize>(value: &T) {
 }
 
 async fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
-    if let Command::Sidecar = cli.command {
-        maljan_sidecar::serve_stdio()
-            .await
-            .map_err(CliError::Sidecar)?;
+    if let Command::Sidecar { http } = &cli.command {
+        match http {
+            None => maljan_sidecar::serve_stdio().await,
+            Some(addr) => {
+                let options = maljan_sidecar_kit::HttpOptions::default();
+                maljan_sidecar::serve_http(addr, options, maljan_sidecar::server()).await
+            }
+        }
+        .map_err(CliError::Sidecar)?;
         return Ok(ExitCode::SUCCESS);
     }
     let config = Config::load(cli.config.as_deref())?;
@@ -165,6 +179,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
         }
         Command::Call(options) => call::run(config, options).await,
         Command::Run(options) => run::run(config, options).await,
+        Command::Demo(options) => demo::run(config, options).await,
         Command::Report { job, format } => run::print_report(&job, format),
         Command::Ledger { path, json, job } => {
             let path = path.unwrap_or_else(ledger_file::default_path);
@@ -199,6 +214,6 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Sidecar => Ok(ExitCode::SUCCESS),
+        Command::Sidecar { .. } => Ok(ExitCode::SUCCESS),
     }
 }

@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use maljan_client::{
-    ConnectionContext, Job, Ledger, Pack, PackErrors, PackInfo, Run, RunReport, StepOutcome,
-    Verdict,
+    ClientSettings, ConnectionContext, Job, Ledger, Pack, PackErrors, PackInfo, Run, RunReport,
+    ServerConfig, StepOutcome, Verdict,
 };
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
@@ -114,69 +114,98 @@ pub(crate) async fn run(config: Config, options: RunOptions) -> Result<ExitCode,
         .ledger
         .clone()
         .unwrap_or_else(ledger_file::default_path);
-    let mut context = ConnectionContext::default().with_ledger(Arc::new(
-        Ledger::json_lines(&ledger_path).map_err(CliError::Ledger)?,
-    ));
-    if let Some(reporter) = progress::terminal_reporter() {
-        context = context.with_progress(reporter);
-    }
-    let mut stop = StopSignals::catch()?;
-    let run = Run::new(
-        job.clone(),
-        config.servers(),
-        config.settings.clone(),
-        context,
-    );
-    let terminal = std::io::stderr().is_terminal();
-    let total = pack.steps().len();
-    let mut so_far: Vec<StepOutcome> = Vec::new();
-    let executed = {
-        let execution = run.execute_observed(&pack, |outcome| {
-            so_far.push(outcome.clone());
-            if terminal {
-                eprintln!("[{}] {}", so_far.len(), render::step_line(outcome));
+    let carried = Carried {
+        pack: &pack,
+        job,
+        servers: config.servers(),
+        settings: config.settings.clone(),
+        ledger: ledger_path,
+        format: options.format,
+    };
+    carried.out().await
+}
+
+/// A pack to carry out in a job, over servers, and where it goes.
+pub(crate) struct Carried<'a> {
+    pub(crate) pack: &'a Pack,
+    pub(crate) job: Arc<Job>,
+    pub(crate) servers: Vec<ServerConfig>,
+    pub(crate) settings: ClientSettings,
+    pub(crate) ledger: PathBuf,
+    pub(crate) format: Format,
+}
+
+impl Carried<'_> {
+    /// Runs the pack, shows its outcome, writes its report into the job's directory and
+    /// gives the exit code of its verdict.
+    pub(crate) async fn out(self) -> Result<ExitCode, CliError> {
+        let Carried {
+            pack,
+            job,
+            servers,
+            settings,
+            ledger: ledger_path,
+            format,
+        } = self;
+        let mut context = ConnectionContext::default().with_ledger(Arc::new(
+            Ledger::json_lines(&ledger_path).map_err(CliError::Ledger)?,
+        ));
+        if let Some(reporter) = progress::terminal_reporter() {
+            context = context.with_progress(reporter);
+        }
+        let mut stop = StopSignals::catch()?;
+        let run = Run::new(job.clone(), servers, settings, context);
+        let terminal = std::io::stderr().is_terminal();
+        let total = pack.steps().len();
+        let mut so_far: Vec<StepOutcome> = Vec::new();
+        let executed = {
+            let execution = run.execute_observed(pack, |outcome| {
+                so_far.push(outcome.clone());
+                if terminal {
+                    eprintln!("[{}] {}", so_far.len(), render::step_line(outcome));
+                }
+            });
+            // Ctrl-C or SIGTERM ends the run: the steps' calls are dropped (and cancelled on
+            // their servers), the servers closed, and the report says what was done so far.
+            tokio::select! {
+                executed = execution => Some(executed),
+                () = stop.requested() => None,
             }
-        });
-        // Ctrl-C or SIGTERM ends the run: the steps' calls are dropped (and cancelled on
-        // their servers), the servers closed, and the report says what was done so far.
-        tokio::select! {
-            executed = execution => Some(executed),
-            () = stop.requested() => None,
+        };
+        let interrupted = executed.is_none();
+        let end = run.finish().await;
+        let outcomes = match executed {
+            Some(Ok(outcomes)) => outcomes,
+            Some(Err(errors)) => return Ok(refused(&errors)),
+            None => so_far,
+        };
+        let pack_info = PackInfo {
+            origin: pack.origin().to_owned(),
+            name: pack.name().map(str::to_owned),
+        };
+        let report = RunReport::new(pack_info, &job, outcomes, &end, interrupted);
+        let written = report.write(job.dir());
+        match format {
+            Format::Json => print_json(&report),
+            Format::Text => {
+                print!(
+                    "{}",
+                    render::run_summary(&report.steps, &report.failures, &end.servers, total)
+                );
+                println!("verdict: {}", report.verdict.as_str());
+                println!("job directory: {}", job.dir().display());
+                println!("ledger: {} (run {})", ledger_path.display(), report.run);
+            }
         }
-    };
-    let interrupted = executed.is_none();
-    let end = run.finish().await;
-    let outcomes = match executed {
-        Some(Ok(outcomes)) => outcomes,
-        Some(Err(errors)) => return Ok(refused(&errors)),
-        None => so_far,
-    };
-    let pack_info = PackInfo {
-        origin: pack.origin().to_owned(),
-        name: pack.name().map(str::to_owned),
-    };
-    let report = RunReport::new(pack_info, &job, outcomes, &end, interrupted);
-    let written = report.write(job.dir());
-    match options.format {
-        Format::Json => print_json(&report),
-        Format::Text => {
-            print!(
-                "{}",
-                render::run_summary(&report.steps, &report.failures, &end.servers, total)
-            );
-            println!("verdict: {}", report.verdict.as_str());
-            println!("job directory: {}", job.dir().display());
-            println!("ledger: {} (run {})", ledger_path.display(), report.run);
+        match written {
+            Ok(files) => eprintln!("report: {}", files.html.display()),
+            Err(e) => eprintln!(
+                "error: the report could not be written into {}: {e}; the job's files are there",
+                job.dir().display()
+            ),
         }
+        Ok(ExitCode::from(exit_code(report.verdict)))
     }
-    match written {
-        Ok(files) => eprintln!("report: {}", files.html.display()),
-        Err(e) => eprintln!(
-            "error: the report could not be written into {}: {e}; the job's files are there",
-            job.dir().display()
-        ),
-    }
-    Ok(ExitCode::from(exit_code(report.verdict)))
 }
 
 /// Ctrl-C and SIGTERM, caught from the moment this is made (before any server starts), so

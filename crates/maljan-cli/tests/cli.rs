@@ -29,7 +29,7 @@ fn stderr(output: &Output) -> String {
 }
 
 #[test]
-fn the_readme_main_job_prints_the_card_and_a_file_info_answer() {
+fn a_call_prints_the_card_and_a_file_info_answer() {
     let readme = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
     let output = maljan(&[
         "call",
@@ -477,5 +477,67 @@ fn a_run_stopped_by_sigterm_writes_its_report_as_interrupted() {
         stdout(&output).contains("verdict: interrupted"),
         "{}",
         stdout(&output)
+    );
+}
+
+#[test]
+fn the_readme_main_job_the_demo_runs_across_two_servers_and_writes_its_report() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let job = dir.path().join("job");
+    let output = maljan_with_ledger(
+        &["demo", "--job", &job.display().to_string()],
+        &dir.path().join("ledger.jsonl"),
+    );
+    assert!(
+        output.status.success(),
+        "{}\n{}",
+        stdout(&output),
+        stderr(&output)
+    );
+    assert!(stderr(&output).contains("report: "), "{}", stderr(&output));
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(job.join("report.json")).expect("report.json"))
+            .expect("JSON");
+    assert_eq!(report["verdict"], "completed");
+    let steps = report["steps"].as_array().expect("steps");
+    assert_eq!(
+        steps.len(),
+        8,
+        "unpack, three members, script, notes, inner, its text"
+    );
+    // The remote server was sent the members it looked at, each once, under its name.
+    let mut uploaded: Vec<&str> = report["disclosures"]
+        .as_array()
+        .expect("disclosures")
+        .iter()
+        .filter(|d| d["server"] == "remote")
+        .filter_map(|d| d["name"].as_str())
+        .collect();
+    uploaded.sort_unstable();
+    assert_eq!(uploaded, ["inner.zip", "notes-utf16.txt", "payload.js"]);
+    // The nested archive's text came back from the remote server (get_file) and reached the
+    // local one.
+    let inner = steps.iter().find(|s| s["step"] == "inner").expect("inner");
+    assert_eq!(inner["taken"][0]["status"], "taken", "{inner}");
+    let text = steps
+        .iter()
+        .find(|s| s["step"] == "inner-text")
+        .expect("inner-text");
+    assert!(
+        text["answer"]
+            .to_string()
+            .contains("http://update.example.test"),
+        "{text}"
+    );
+    let servers: Vec<&str> = report["servers"]
+        .as_array()
+        .expect("servers")
+        .iter()
+        .filter_map(|s| s["card"]["transport"].as_str())
+        .collect();
+    assert_eq!(servers.len(), 2, "both servers' cards");
+    assert!(
+        servers.contains(&"stdio") && servers.contains(&"http"),
+        "{servers:?}"
     );
 }
