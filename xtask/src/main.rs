@@ -3,8 +3,9 @@
 //! - `ci`: everything CI checks, in order: test programs, formatting, the README's crate
 //!   graph against the manifests, clippy with warnings
 //!   denied, the tests (fuzz corpora replayed among them), the docs with warnings denied,
-//!   the interop tests, then a short real fuzz run of each target when a nightly toolchain
-//!   is present.
+//!   the interop tests, the run report's page in headless Chromium (Debian's package,
+//!   installed when missing; its screenshot kept in `target/tmp/report-page.png`), then a
+//!   short real fuzz run of each target when a nightly toolchain is present.
 //! - `fuzz [TARGET] [--time SECONDS]`: runs fuzz targets on nightly (all by default, 60 s
 //!   each), installing cargo-fuzz when it is missing.
 //! - `bench`: the criterion benchmarks.
@@ -13,6 +14,7 @@
 //!   `mcp` SDK into `target/interop`, then runs our client against them over stdio and
 //!   Streamable HTTP; it says what it skipped when node/npm or python are missing.
 
+mod browser;
 mod crate_graph;
 mod fuzz;
 mod interop;
@@ -86,6 +88,7 @@ fn ci() -> Result<(), String> {
         &[("RUSTDOCFLAGS", "-D warnings")],
     )?;
     interop::run_interop()?;
+    browser::run_report_page()?;
     if fuzz::nightly_available() {
         for target in fuzz::TARGETS {
             fuzz::run_target(target, fuzz::CI_SECONDS)?;
@@ -123,7 +126,7 @@ pub(crate) fn run(command: &mut Command) -> Result<(), String> {
     }
 }
 
-fn on_path(program: &str) -> bool {
+pub(crate) fn on_path(program: &str) -> bool {
     std::env::var_os("PATH")
         .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
 }
