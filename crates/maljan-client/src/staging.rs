@@ -261,6 +261,7 @@ impl<S: CallService> Staged<S> {
         lock(&job.disclosures).push(Disclosure {
             server: server.to_owned(),
             what: Self::disclosed(job, local),
+            needed_by: step.map(str::to_owned),
             name,
             size,
             sha256,

@@ -126,6 +126,14 @@ async fn unpack_on_one_server_hands_its_members_to_tools_on_another() {
         &payload_uploads[0].what,
         Disclosed::ToolOutput { step: Some(step), tool } if step == "unpack" && tool == "unpack"
     ));
+    assert!(
+        matches!(
+            payload_uploads[0].needed_by.as_deref(),
+            Some("info" | "scripts")
+        ),
+        "sent for the step that named it: {:?}",
+        payload_uploads[0].needed_by
+    );
     let DisclosureOutcome::Sent { remote_path } = &payload_uploads[0].outcome else {
         panic!("sent: {:?}", payload_uploads[0]);
     };

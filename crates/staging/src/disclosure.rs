@@ -48,6 +48,9 @@ pub struct Disclosure {
     pub server: String,
     /// What it was.
     pub what: Disclosed,
+    /// Why it was sent: the step whose call named it, when the call was a run's step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub needed_by: Option<String>,
     /// Its name.
     pub name: String,
     /// Its size.

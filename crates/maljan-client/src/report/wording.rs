@@ -25,7 +25,7 @@ pub(super) fn outcome(status: &StepStatus) -> String {
 
 /// What an uploaded file was, how it went and how it ended.
 pub(super) fn upload(d: &Disclosure) -> (String, &'static str, String) {
-    let what = match &d.what {
+    let mut what = match &d.what {
         Disclosed::Sample => "the sample".to_owned(),
         Disclosed::ToolOutput { step, tool } => match step {
             Some(step) => format!("written by {tool} (step {step})"),
@@ -35,6 +35,9 @@ pub(super) fn upload(d: &Disclosure) -> (String, &'static str, String) {
         Disclosed::Report => "a report".to_owned(),
         Disclosed::JobFile => "a job file".to_owned(),
     };
+    if let Some(step) = &d.needed_by {
+        what.push_str(&format!(", for step {step}"));
+    }
     let how = match d.mode {
         UploadMode::Chunked => "chunked",
         UploadMode::Single => "single",
