@@ -8,9 +8,13 @@ use serde_json::Value;
 use super::{RunReport, wording};
 use crate::TakenFile;
 
-/// Text for a table cell: on one line, pipes escaped.
+/// Text for a table cell: on one line, pipes escaped, and no markup: a server's words and a
+/// tool's answer are a sample author's text, and many Markdown viewers render raw HTML.
 fn cell(text: &str) -> String {
-    text.replace('\\', "\\\\")
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('\\', "\\\\")
         .replace('|', "\\|")
         .replace(['\n', '\r'], " ")
 }
@@ -197,4 +201,17 @@ pub(super) fn render(report: &RunReport) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cell;
+
+    #[test]
+    fn a_cell_holds_no_markup_and_stays_in_its_column() {
+        assert_eq!(
+            cell("<img src=x onerror=alert(1)> a|b\nc"),
+            "&lt;img src=x onerror=alert(1)&gt; a\\|b c"
+        );
+    }
 }
