@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use maljan_client::{BreakerSettings, ClientSettings, SampleMount, ServerCommand, ServerConfig};
+use maljan_client::{
+    BreakerSettings, ClientSettings, ElicitationPolicy, SampleMount, ServerCommand, ServerConfig,
+};
 use serde::Deserialize;
 
 use crate::error::CliError;
@@ -30,6 +32,10 @@ pub(crate) const BUNDLED: &str = "sidecar";
 /// cwd = "/srv/analysis"
 /// max_line_bytes = 33554432
 /// sample_mount = { local = "/var/maljan/jobs", remote = "/jobs" }
+///
+/// [core.mcp]
+/// elicitation = "decline"   # or "defaults": accept with the schema's default values
+/// roots = true              # declare roots: roots/list lists the job's directory
 ///
 /// [core.mcp.breaker]
 /// max_concurrent_calls = 4
@@ -60,6 +66,10 @@ struct CoreSection {
 struct McpSection {
     #[serde(default)]
     breaker: BreakerSettings,
+    #[serde(default)]
+    elicitation: ElicitationPolicy,
+    #[serde(default)]
+    roots: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -150,6 +160,8 @@ impl Config {
                 detail: e.to_string(),
             })?;
         settings.breaker = file.core.mcp.breaker;
+        settings.elicitation = file.core.mcp.elicitation;
+        settings.declare_roots = file.core.mcp.roots;
         if let Some(t) = file.timeout_s {
             settings.default_timeout =
                 Duration::try_from_secs_f64(t).map_err(|_| CliError::Config {

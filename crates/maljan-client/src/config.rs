@@ -1,7 +1,7 @@
 use std::time::Duration;
 
 use maljan_breaker::BreakerSettings;
-use maljan_mcp_proto::mcp::Implementation;
+use maljan_mcp_proto::mcp::{ClientRoot, ElicitationPolicy, Implementation, ServerRequestPolicy};
 use maljan_mcp_stdio::{ServerCommand, StdioConfig};
 use maljan_staging::SampleMount;
 
@@ -124,6 +124,36 @@ pub struct ClientSettings {
     pub client_info: Implementation,
     /// The breaker and the concurrency cap of each server (`core.mcp.breaker.*`).
     pub breaker: BreakerSettings,
+    /// How a server's `elicitation/create` is answered: declined (the default, for an
+    /// unattended run) or accepted with the schema's defaults.
+    pub elicitation: ElicitationPolicy,
+    /// Whether the client declares `roots`: `roots/list` then lists the job's directory.
+    pub declare_roots: bool,
+}
+
+impl ClientSettings {
+    /// How the server's own requests are answered, for a connection whose job (if any)
+    /// lives in `job_dir`.
+    ///
+    /// ```
+    /// use maljan_client::ClientSettings;
+    /// let mut settings = ClientSettings::default();
+    /// settings.declare_roots = true;
+    /// let policy = settings.server_requests(Some(std::path::Path::new("/jobs/j1")));
+    /// assert_eq!(policy.declared_roots().unwrap()[0].uri, "file:///jobs/j1");
+    /// ```
+    pub fn server_requests(&self, job_dir: Option<&std::path::Path>) -> ServerRequestPolicy {
+        let policy = ServerRequestPolicy::default().elicitation(self.elicitation);
+        if !self.declare_roots {
+            return policy;
+        }
+        policy.roots(
+            job_dir
+                .map(|dir| ClientRoot::directory(dir, "job"))
+                .into_iter()
+                .collect(),
+        )
+    }
 }
 
 impl Default for ClientSettings {
@@ -137,6 +167,8 @@ impl Default for ClientSettings {
                 title: Some("Maljan".to_owned()),
             },
             breaker: BreakerSettings::default(),
+            elicitation: ElicitationPolicy::default(),
+            declare_roots: false,
         }
     }
 }

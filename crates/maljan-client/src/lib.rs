@@ -57,6 +57,7 @@ pub use job::{Job, Sample, TakenFile};
 pub use maljan_breaker::{BreakerSettings, BreakerState};
 pub use maljan_ledger::{CallScope, Ledger};
 pub use maljan_mcp_http::redact_credentials;
+pub use maljan_mcp_proto::mcp::{ClientRoot, ElicitationPolicy, ServerRequestPolicy};
 pub use maljan_mcp_stdio::{ServerCommand, StdioConfig};
 pub use maljan_mcp_transport::{CloseReport, StoppedBy, Transport, TransportCounts};
 pub use maljan_staging::SampleMount;

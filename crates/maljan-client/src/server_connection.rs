@@ -1,6 +1,7 @@
 //! A connection to one MCP server: started, set up once, and composed as a stack of call
 //! layers (staging → ledger → admission → timeout → transport).
 
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
@@ -77,6 +78,7 @@ pub struct ServerConnection {
     notifications: Option<mpsc::Receiver<Notification>>,
     state: Mutex<SetupState>,
     setup: OnceLock<ServerSetup>,
+    job_dir: Option<PathBuf>,
 }
 
 impl ToolCaller for ServerConnection {
@@ -128,6 +130,7 @@ impl ServerConnection {
         settings: ClientSettings,
         context: ConnectionContext,
     ) -> Result<ServerConnection, ClientError> {
+        let server_requests = settings.server_requests(context.job().map(|job| job.dir()));
         let transport: Box<dyn Transport> = match &config.transport {
             ServerTransport::Stdio(command) => {
                 let mut command = command.clone();
@@ -143,11 +146,14 @@ impl ServerConnection {
                         .env(JOB_DIR_ENV, dir.display().to_string())
                         .env(ROOTS_ENV, job.dir().display().to_string());
                 }
-                Box::new(StdioTransport::spawn(&command, config.stdio.clone())?)
+                let mut stdio = config.stdio.clone();
+                stdio.server_requests = server_requests;
+                Box::new(StdioTransport::spawn(&command, stdio)?)
             }
             ServerTransport::Http(http) => {
                 let mut http_config = maljan_mcp_http::HttpConfig::new(&config.name, &http.url);
                 http_config.headers = http.headers.clone();
+                http_config.server_requests = server_requests;
                 if let Some(var) = &http.bearer_token_env {
                     let token = std::env::var(var).map_err(|_| ClientError::MissingToken {
                         server: config.name.clone(),
@@ -183,6 +189,7 @@ impl ServerConnection {
     ) -> ServerConnection {
         let name = transport.server().to_owned();
         let notifications = transport.take_incoming();
+        let job_dir = context.job().map(|job| job.dir().to_owned());
         let place = ServerReach {
             server: name.clone(),
             remote: false,
@@ -212,6 +219,7 @@ impl ServerConnection {
             notifications,
             state: Mutex::new(SetupState::Fresh),
             setup: OnceLock::new(),
+            job_dir,
         }
     }
 
@@ -252,9 +260,14 @@ impl ServerConnection {
             }
             *state = SetupState::Connecting;
         }
+        let capabilities = self
+            .settings
+            .server_requests(self.job_dir.as_deref())
+            .capabilities();
         let result = set_up(
             self.wire(),
             &self.settings.client_info,
+            capabilities,
             self.settings.setup_timeout,
         )
         .await;

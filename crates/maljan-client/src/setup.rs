@@ -137,6 +137,7 @@ fn params<P: Serialize>(params: &P) -> Option<Value> {
 pub(crate) async fn set_up(
     wire: &Timeout,
     client_info: &Implementation,
+    capabilities: Map<String, Value>,
     wait: Duration,
 ) -> Result<ServerSetup, StepFailure> {
     let transport = wire.get_ref();
@@ -145,7 +146,7 @@ pub(crate) async fn set_up(
         wire,
         OutgoingRequest::new(
             methods::INITIALIZE,
-            params(&InitializeParams::new(client_info.clone())),
+            params(&InitializeParams::new(client_info.clone()).with_capabilities(capabilities)),
         ),
         wait,
         "an InitializeResult",

@@ -8,7 +8,7 @@ use maljan_mcp_proto::jsonrpc::{
     DecodedLine, ErrorResponse, Message, Notification, Reply, Request, RequestId, Response,
     decode_line,
 };
-use maljan_mcp_proto::mcp::{answer_as_client, methods};
+use maljan_mcp_proto::mcp::{ServerRequestPolicy, methods};
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -44,6 +44,9 @@ pub struct HttpConfig {
     pub max_event_bytes: usize,
     /// How long connecting may take.
     pub connect_timeout: Duration,
+    /// How the server's own requests (`ping`, `elicitation/create`, `roots/list`…) are
+    /// answered.
+    pub server_requests: ServerRequestPolicy,
 }
 
 impl std::fmt::Debug for HttpConfig {
@@ -74,6 +77,7 @@ impl HttpConfig {
             bearer_token: None,
             max_event_bytes: DEFAULT_MAX_EVENT_BYTES,
             connect_timeout: Duration::from_secs(10),
+            server_requests: ServerRequestPolicy::default(),
         }
     }
 }
@@ -499,7 +503,7 @@ impl HttpTransport {
     }
 
     async fn answer_server_request(&self, request: Request) {
-        let reply = answer_as_client(request);
+        let reply = self.state.config.server_requests.answer(request);
         if let Ok(response) = self.post(reply.to_line()).send().await {
             let _ = self.check_status(response, None).await;
         }

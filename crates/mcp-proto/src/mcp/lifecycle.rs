@@ -45,6 +45,12 @@ impl InitializeParams {
             client_info,
         }
     }
+
+    /// The same, declaring `capabilities`.
+    pub fn with_capabilities(mut self, capabilities: Map<String, Value>) -> Self {
+        self.capabilities = capabilities;
+        self
+    }
 }
 
 /// The `initialize` response's result.

@@ -18,3 +18,9 @@ pub const PROGRESS: &str = "notifications/progress";
 pub const MESSAGE: &str = "notifications/message";
 /// The server's tool list changed.
 pub const TOOLS_LIST_CHANGED: &str = "notifications/tools/list_changed";
+/// A server asks the client's user for input.
+pub const ELICITATION_CREATE: &str = "elicitation/create";
+/// A server asks the client's model for a completion.
+pub const SAMPLING_CREATE_MESSAGE: &str = "sampling/createMessage";
+/// A server asks which directories the client shows it.
+pub const ROOTS_LIST: &str = "roots/list";

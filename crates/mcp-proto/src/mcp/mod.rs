@@ -1,16 +1,16 @@
 //! Model Context Protocol messages a tool client needs: the lifecycle, tools, cancellation,
 //! progress and logging.
 
-mod client_reply;
 mod lifecycle;
 pub mod methods;
 mod notifications;
+mod server_requests;
 mod tools;
 mod version;
 
-pub use client_reply::answer_as_client;
 pub use lifecycle::{Implementation, InitializeParams, InitializeResult};
 pub use notifications::{CancelledParams, LoggingMessageParams, ProgressParams};
+pub use server_requests::{ClientRoot, ElicitationPolicy, ServerRequestPolicy};
 pub use tools::{
     CallToolParams, CallToolResult, ContentBlock, EmbeddedResource, ListToolsParams,
     ListToolsResult, Tool,

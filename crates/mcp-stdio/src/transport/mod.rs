@@ -17,6 +17,8 @@ pub use maljan_mcp_transport::{CloseReport, EndsSetup, StoppedBy};
 pub use stderr::{STDERR_TAIL_BYTES, STDERR_TAIL_LINES};
 pub use stdio_transport::{PendingRequest, StdioTransport};
 
+use maljan_mcp_proto::mcp::ServerRequestPolicy;
+
 use crate::classifier::ClassifierConfig;
 
 /// Settings of a stdio connection.
@@ -38,6 +40,9 @@ pub struct StdioConfig {
     pub close_grace: Duration,
     /// How many server notifications may wait to be received before more are dropped.
     pub notification_capacity: usize,
+    /// How the server's own requests (`ping`, `elicitation/create`, `roots/list`…) are
+    /// answered.
+    pub server_requests: ServerRequestPolicy,
 }
 
 impl StdioConfig {
@@ -48,6 +53,7 @@ impl StdioConfig {
             classifier: ClassifierConfig::default(),
             close_grace: Duration::from_secs(2),
             notification_capacity: 256,
+            server_requests: ServerRequestPolicy::default(),
         }
     }
 }

@@ -10,7 +10,7 @@ use maljan_mcp_proto::json_writer::request_line;
 use maljan_mcp_proto::jsonrpc::{
     ErrorResponse, Message, Notification, Reply, Request, RequestId, Response,
 };
-use maljan_mcp_proto::mcp::{answer_as_client, methods};
+use maljan_mcp_proto::mcp::{ServerRequestPolicy, methods};
 use maljan_mcp_transport::{CloseReport, EndsSetup, StoppedBy};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -521,7 +521,14 @@ async fn read_loop<R: AsyncRead + Unpin>(
             // Counted before an answer is handed over: whoever gets it sees counts that
             // include it and everything before it.
             *lock(&shared.counts) = classifier.counts();
-            handle_event(event, &shared, &mut classifier, &notifications).await;
+            handle_event(
+                event,
+                &shared,
+                &mut classifier,
+                &notifications,
+                &config.server_requests,
+            )
+            .await;
         }
         *lock(&shared.counts) = classifier.counts();
         if classifier.is_finished() {
@@ -548,6 +555,7 @@ async fn handle_event(
     shared: &ConnectionState,
     classifier: &mut LineClassifier,
     notifications: &mpsc::Sender<Notification>,
+    server_requests: &ServerRequestPolicy,
 ) {
     let server = shared.server.as_str();
     match event {
@@ -593,7 +601,7 @@ async fn handle_event(
             }
         }
         Event::Message(Message::Request(request)) => {
-            let reply = answer_as_client(request);
+            let reply = server_requests.answer(request);
             let _ = shared.send_line(encode(&reply)).await;
         }
         Event::Message(Message::Notification(notification)) => {

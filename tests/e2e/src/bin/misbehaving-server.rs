@@ -15,7 +15,9 @@
 //! `slow {ms}` (answers after `ms`, on its own thread), `most_in_flight` (the most `slow`
 //! calls it ever had in flight at once), `stderr_flood {bytes}` (writes that much to stderr, then answers), `huge_line
 //! {bytes}` (prints a line that long, then answers), `invalid` (answers with both result and
-//! error), `glued` (answers behind a progress bar).
+//! error), `glued` (answers behind a progress bar), `ask {method, params}` (sends the
+//! client a request of its own, then answers with the client's answer to it),
+//! `client_capabilities` (the capabilities the client declared in `initialize`).
 
 use std::io::{BufRead, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -30,6 +32,9 @@ struct Behaviour {
     glue_setup: bool,
     printed: u64,
     cancelled: Vec<Value>,
+    client_capabilities: Value,
+    /// The `tools/call` waiting for the client's answer to an `ask`.
+    asking: Option<Value>,
 }
 
 /// Calls of `slow` in flight now, and the most ever.
@@ -75,6 +80,7 @@ fn handle(b: &mut Behaviour, request: Request) {
         .unwrap_or(Value::Null);
     match request.method.as_str() {
         "initialize" => {
+            b.client_capabilities = params["capabilities"].clone();
             let result = json!({
                 "protocolVersion": "2025-11-25",
                 "capabilities": {"tools": {}},
@@ -103,6 +109,8 @@ fn handle(b: &mut Behaviour, request: Request) {
                 "huge_line",
                 "invalid",
                 "glued",
+                "ask",
+                "client_capabilities",
             ];
             let extra = if b.put_sample {
                 &["put_sample"][..]
@@ -187,6 +195,18 @@ fn handle(b: &mut Behaviour, request: Request) {
                         "error": {"code": 1, "message": "both"}});
                     write_raw(format!("{line}\n").as_bytes());
                 }
+                "ask" => {
+                    b.asking = Some(id);
+                    let mut line = json!({"jsonrpc": "2.0", "id": "ask", "method": args["method"]});
+                    if !args["params"].is_null() {
+                        line["params"] = args["params"].clone();
+                    }
+                    write_raw(format!("{line}\n").as_bytes());
+                }
+                "client_capabilities" => {
+                    let declared = b.client_capabilities.clone();
+                    b.answer(&id, tool_result(json!({"capabilities": declared})), "");
+                }
                 "glued" => {
                     b.printed += 1;
                     b.answer(&id, tool_result(json!({"glued": true})), "Working 99%\r");
@@ -214,6 +234,8 @@ fn main() {
         glue_setup: args.iter().any(|a| a == "--glue-setup"),
         printed: 0,
         cancelled: Vec::new(),
+        client_capabilities: Value::Null,
+        asking: None,
     };
     if let Some(i) = args.iter().position(|a| a == "--banners") {
         let n: u64 = args.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(0);
@@ -226,6 +248,19 @@ fn main() {
         let Ok(line) = line else { break };
         match decode_line(&line, false) {
             DecodedLine::Message(Message::Request(request)) => handle(&mut behaviour, request),
+            DecodedLine::Message(Message::Response(response)) => {
+                if let Some(call) = behaviour.asking.take() {
+                    let answer: Value =
+                        serde_json::from_str(response.result.get()).unwrap_or_default();
+                    behaviour.answer(&call, tool_result(json!({"answer": answer})), "");
+                }
+            }
+            DecodedLine::Message(Message::Error(error)) => {
+                if let Some(call) = behaviour.asking.take() {
+                    let refused = json!({"code": error.error.code, "message": error.error.message});
+                    behaviour.answer(&call, tool_result(json!({"refused": refused})), "");
+                }
+            }
             DecodedLine::Message(Message::Notification(n))
                 if n.method == "notifications/cancelled" =>
             {
