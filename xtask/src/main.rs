@@ -3,7 +3,7 @@
 //! - `ci`: everything CI checks, in order: test programs, formatting, the README's crate
 //!   graph against the manifests, clippy with warnings
 //!   denied, the tests (fuzz corpora replayed among them), the docs with warnings denied,
-//!   the interop tests, the run report's page in headless Chromium (Debian's package,
+//!   the interop tests, the MCP conformance suite, the run report's page in headless Chromium (Debian's package,
 //!   installed when missing; its screenshot kept in `target/tmp/report-page.png`), then a
 //!   short real fuzz run of each target when a nightly toolchain is present.
 //! - `fuzz [TARGET] [--time SECONDS]`: runs fuzz targets on nightly (all by default, 60 s
@@ -13,8 +13,12 @@
 //! - `interop`: installs `@modelcontextprotocol/server-everything` (npm) and the Python
 //!   `mcp` SDK into `target/interop`, then runs our client against them over stdio and
 //!   Streamable HTTP; it says what it skipped when node/npm or python are missing.
+//! - `conformance`: installs the MCP conformance suite (and Node 22 when the system's is
+//!   older) into `target/conformance` and runs its client scenarios against our client and
+//!   its tool-server scenarios against the kit; prints `N passed, N failed` for each.
 
 mod browser;
+mod conformance;
 mod crate_graph;
 mod fuzz;
 mod interop;
@@ -29,9 +33,10 @@ fn main() -> ExitCode {
         Some("fuzz") => fuzz::run_from_args(&args[1..]),
         Some("bench") => cargo(&["bench", "--workspace"], &[]),
         Some("interop") => interop::run_interop(),
+        Some("conformance") => conformance::run_conformance(),
         Some("graph") => crate_graph::check(),
         Some(other) => Err(format!(
-            "unknown task {other:?}; the tasks are: ci, fuzz, bench, interop, graph"
+            "unknown task {other:?}; the tasks are: ci, fuzz, bench, interop, conformance, graph"
         )),
         None => {
             Err("name a task: cargo xtask ci | fuzz [TARGET] [--time SECONDS] | bench".to_owned())
@@ -88,6 +93,7 @@ fn ci() -> Result<(), String> {
         &[("RUSTDOCFLAGS", "-D warnings")],
     )?;
     interop::run_interop()?;
+    conformance::run_conformance()?;
     browser::run_report_page()?;
     if fuzz::nightly_available() {
         for target in fuzz::TARGETS {

@@ -74,10 +74,9 @@ impl Transport for HttpTransport {
         self.set_protocol_version(version.as_str());
     }
 
-    /// Opens the server's optional GET stream for the messages it sends on its own.
-    fn end_setup(&self) {
-        drop(self.listen());
-    }
+    /// Nothing: the GET stream for the messages the server sends on its own opened when
+    /// `notifications/initialized` was accepted.
+    fn end_setup(&self) {}
 
     fn counts(&self) -> TransportCounts {
         let counts = HttpTransport::counts(self);
@@ -85,6 +84,7 @@ impl Transport for HttpTransport {
             messages: counts.messages,
             invalid: counts.invalid,
             oversized: counts.oversized,
+            unmatched: counts.unmatched,
             ..TransportCounts::default()
         }
     }

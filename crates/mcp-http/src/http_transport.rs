@@ -1,4 +1,4 @@
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -12,8 +12,9 @@ use maljan_mcp_proto::mcp::{ServerRequestPolicy, methods};
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 use serde_json::value::RawValue;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
+use crate::waiting::{Delivery, WaitEnd, Waiting, WaitingRequests};
 use crate::{DEFAULT_MAX_EVENT_BYTES, HttpError, SseItem, SseParser};
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -91,6 +92,8 @@ pub struct HttpCounts {
     pub invalid: u64,
     /// Events over the bound, dropped.
     pub oversized: u64,
+    /// Answers to no request waiting (late, or an id never sent), dropped.
+    pub unmatched: u64,
 }
 
 struct SessionState {
@@ -103,6 +106,9 @@ struct SessionState {
     notifications: mpsc::Sender<Notification>,
     incoming: Mutex<Option<mpsc::Receiver<Notification>>>,
     listener: Mutex<Option<tokio::task::AbortHandle>>,
+    /// Whether the standalone GET stream is open: an answer may then arrive on it.
+    listening: AtomicBool,
+    waiting: WaitingRequests,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -167,6 +173,8 @@ impl HttpTransport {
                 notifications: tx,
                 incoming: Mutex::new(Some(rx)),
                 listener: Mutex::default(),
+                listening: AtomicBool::new(false),
+                waiting: WaitingRequests::default(),
             }),
         })
     }
@@ -328,6 +336,7 @@ impl HttpTransport {
         id: RequestId,
         method: &str,
     ) -> Result<Reply, HttpError> {
+        let mut wait = self.state.waiting.register(id);
         let response = self.post_checked(body).await?;
         if method == methods::INITIALIZE
             && let Some(session) = response
@@ -344,11 +353,12 @@ impl HttpTransport {
             .unwrap_or_default()
             .to_ascii_lowercase();
         if content_type.starts_with("text/event-stream") {
-            self.read_stream(response, &id).await
+            self.read_stream(response, &mut wait).await
         } else if content_type.starts_with("application/json") {
             let body = self.read_body(response).await?;
-            match self.handle_line(&body, &id).await? {
-                Some(reply) => Ok(reply),
+            self.handle_line(&body).await?;
+            match wait.try_take() {
+                Some(end) => self.ended(end),
                 None => Err(self.bad_reply("the JSON reply holds no response to the request")),
             }
         } else {
@@ -373,10 +383,26 @@ impl HttpTransport {
         Ok(body)
     }
 
+    /// What a request's wait ended with.
+    fn ended(&self, end: WaitEnd) -> Result<Reply, HttpError> {
+        match end {
+            WaitEnd::Answered(answer) => answer,
+            WaitEnd::Closed => Err(HttpError::StreamEnded {
+                server: self.server().to_owned(),
+                detail: "the connection was closed".to_owned(),
+            }),
+        }
+    }
+
+    /// Reads a request's SSE stream until its answer arrives, on this stream or any other.
+    /// A stream cut with an event id is resumed by GET with `Last-Event-ID` after the
+    /// server's `retry` delay; one cut without is waited out while the GET stream is open
+    /// (the answer may come there; the caller's timeout bounds the wait), and fails at once
+    /// otherwise.
     async fn read_stream(
         &self,
         response: reqwest::Response,
-        id: &RequestId,
+        wait: &mut Waiting,
     ) -> Result<Reply, HttpError> {
         let mut parser = SseParser::new(self.state.config.max_event_bytes);
         let mut retry = Duration::ZERO;
@@ -385,7 +411,12 @@ impl HttpTransport {
             let mut stream = response.bytes_stream();
             let mut cut = None;
             loop {
-                let chunk = match stream.next().await {
+                let chunk = tokio::select! {
+                    biased;
+                    end = wait.answer() => return self.ended(end),
+                    chunk = stream.next() => chunk,
+                };
+                let chunk = match chunk {
                     None => break,
                     Some(Ok(chunk)) => chunk,
                     Some(Err(e)) => {
@@ -396,12 +427,7 @@ impl HttpTransport {
                 parser.handle_bytes(&chunk);
                 while let Some(item) = parser.poll_item() {
                     match item {
-                        SseItem::Event(event) => {
-                            if let Some(reply) = self.handle_line(event.data.as_bytes(), id).await?
-                            {
-                                return Ok(reply);
-                            }
-                        }
+                        SseItem::Event(event) => self.handle_line(event.data.as_bytes()).await?,
                         SseItem::Retry(ms) => retry = Duration::from_millis(ms),
                         SseItem::Oversized { length } => {
                             lock(&self.state.counts).oversized += 1;
@@ -419,7 +445,13 @@ impl HttpTransport {
                     }
                 }
             }
+            if let Some(end) = wait.try_take() {
+                return self.ended(end);
+            }
             let Some(last_id) = parser.last_event_id().map(str::to_owned) else {
+                if self.state.listening.load(Ordering::Acquire) {
+                    return self.ended(wait.answer().await);
+                }
                 return Err(HttpError::StreamEnded {
                     server: self.server().to_owned(),
                     detail: cut.unwrap_or_else(|| {
@@ -430,7 +462,11 @@ impl HttpTransport {
             if attempt == MAX_RESUMES {
                 break;
             }
-            tokio::time::sleep(retry).await;
+            tokio::select! {
+                biased;
+                end = wait.answer() => return self.ended(end),
+                () = tokio::time::sleep(retry) => {}
+            }
             tracing::info!(
                 server = self.server(),
                 last_id,
@@ -448,9 +484,10 @@ impl HttpTransport {
         })
     }
 
-    /// Reads one JSON-RPC line of a reply: the answer to `id` when the line holds it; the
-    /// line's other messages are handled.
-    async fn handle_line(&self, line: &[u8], id: &RequestId) -> Result<Option<Reply>, HttpError> {
+    /// Reads one JSON-RPC line of a reply, from any stream: each answer goes to the request
+    /// waiting under its id (an answer to none is counted and dropped), notifications to the
+    /// receiver, the server's requests are answered.
+    async fn handle_line(&self, line: &[u8]) -> Result<(), HttpError> {
         let messages = match decode_line(line, true) {
             DecodedLine::Message(m) => vec![m],
             DecodedLine::Batch(ms) => ms,
@@ -461,45 +498,61 @@ impl HttpTransport {
                     "invalid protocol message in a reply: {}",
                     invalid.reason
                 );
-                if invalid.id.as_ref() == Some(id) {
-                    return Err(HttpError::InvalidAnswer {
+                if let Some(id) = invalid.id {
+                    let error = HttpError::InvalidAnswer {
                         server: self.server().to_owned(),
                         reason: invalid.reason,
-                    });
+                    };
+                    self.state.waiting.deliver(&id, Err(error));
                 }
-                return Ok(None);
+                return Ok(());
             }
             DecodedLine::NotProtocol => {
                 if line.iter().all(u8::is_ascii_whitespace) {
-                    return Ok(None);
+                    return Ok(());
                 }
                 return Err(self.bad_reply("a reply that is not a JSON-RPC message"));
             }
         };
-        let mut found = None;
         for message in messages {
             lock(&self.state.counts).messages += 1;
             match message {
-                Message::Response(Response { id: got, result }) if &got == id => {
-                    found = Some(Reply::Result(result))
+                Message::Response(Response { id, result }) => {
+                    self.route(&id, Reply::Result(result));
                 }
                 Message::Error(ErrorResponse {
-                    id: Some(got),
+                    id: Some(id),
                     error,
-                }) if &got == id => {
-                    found = Some(Reply::Error(error));
+                }) => self.route(&id, Reply::Error(error)),
+                Message::Error(ErrorResponse { id: None, error }) => {
+                    lock(&self.state.counts).unmatched += 1;
+                    tracing::warn!(
+                        server = self.server(),
+                        code = error.code,
+                        "an error answer to no request: {}",
+                        error.message
+                    );
                 }
                 Message::Notification(n) => {
                     let _ = self.state.notifications.try_send(n);
                 }
                 Message::Request(request) => self.answer_server_request(request).await,
-                other => tracing::debug!(
-                    server = self.server(),
-                    "a reply for another request: {other:?}"
-                ),
             }
         }
-        Ok(found)
+        Ok(())
+    }
+
+    /// Gives an answer to the request waiting under `id`; one that none waits for is
+    /// counted and dropped, never given to another.
+    fn route(&self, id: &RequestId, reply: Reply) {
+        if self.state.waiting.deliver(id, Ok(reply)) == Delivery::Unmatched {
+            lock(&self.state.counts).unmatched += 1;
+            tracing::debug!(
+                server = self.server(),
+                %id,
+                "an answer to no request waiting (late, or never sent) was dropped"
+            );
+        }
     }
 
     async fn answer_server_request(&self, request: Request) {
@@ -509,15 +562,29 @@ impl HttpTransport {
         }
     }
 
-    /// Opens the optional GET stream for messages the server sends on its own (call once,
-    /// after setup). A server without one answers 405, which is fine: the stream is then
-    /// simply not there. The stream's notifications go where the others do; it ends with
+    /// Opens the optional GET stream for messages the server sends on its own, and answers
+    /// it may send there. A server without one answers 405, which is fine: the stream is
+    /// then simply not there. The stream's messages are handled as any reply's; it ends with
     /// the connection or when the server closes it.
     pub fn listen(&self) -> tokio::task::JoinHandle<()> {
+        self.spawn_listener(None)
+    }
+
+    /// [`listen`](Self::listen), waiting until the server answered the GET (or
+    /// `connect_timeout` passed): from then on, what the server sends on its own has a
+    /// stream to go on.
+    async fn open_listener(&self) {
+        let (ready, answered) = oneshot::channel();
+        drop(self.spawn_listener(Some(ready)));
+        let _ = tokio::time::timeout(self.state.config.connect_timeout, answered).await;
+    }
+
+    fn spawn_listener(&self, ready: Option<oneshot::Sender<()>>) -> tokio::task::JoinHandle<()> {
         let connection = self.clone();
         let task = tokio::spawn(async move {
             let get = connection.get_stream(None);
-            let response = match get.send().await {
+            let response = get.send().await;
+            let response = match response {
                 Ok(r) if r.status() == reqwest::StatusCode::METHOD_NOT_ALLOWED => {
                     tracing::debug!(
                         server = connection.server(),
@@ -543,15 +610,17 @@ impl HttpTransport {
                     return;
                 }
             };
+            connection.state.listening.store(true, Ordering::Release);
+            drop(ready);
+            let _open = ListeningFlag(&connection.state.listening);
             let mut parser = SseParser::new(connection.state.config.max_event_bytes);
             let mut stream = response.bytes_stream();
-            let nobody = RequestId::String(String::new());
             while let Some(Ok(chunk)) = stream.next().await {
                 parser.handle_bytes(&chunk);
                 while let Some(item) = parser.poll_item() {
                     match item {
                         SseItem::Event(event) => {
-                            let _ = connection.handle_line(event.data.as_bytes(), &nobody).await;
+                            let _ = connection.handle_line(event.data.as_bytes()).await;
                         }
                         SseItem::Oversized { .. } => lock(&connection.state.counts).oversized += 1,
                         SseItem::NotUtf8 { .. } => return,
@@ -566,7 +635,10 @@ impl HttpTransport {
         task
     }
 
-    /// Sends a notification; the server answers 202 Accepted.
+    /// Sends a notification; the server answers 202 Accepted. Once
+    /// `notifications/initialized` is accepted, the GET stream is opened (see
+    /// [`listen`](Self::listen)) and waited for, so that a server's request or answer sent
+    /// there during the first call has a stream to go on.
     pub async fn notify(
         &self,
         method: &str,
@@ -576,8 +648,11 @@ impl HttpTransport {
             method: method.to_owned(),
             params,
         }))
-        .await
-        .map(drop)
+        .await?;
+        if method == methods::INITIALIZED {
+            self.open_listener().await;
+        }
+        Ok(())
     }
 
     /// POSTs one message with the session's headers and checks the status.
@@ -602,6 +677,7 @@ impl HttpTransport {
         if let Some(listener) = lock(&self.state.listener).take() {
             listener.abort();
         }
+        self.state.waiting.close();
         let Some(session) = lock(&self.state.session).take() else {
             return;
         };
@@ -624,6 +700,15 @@ impl HttpTransport {
                 error_chain(&e)
             ),
         }
+    }
+}
+
+/// Clears the listening flag when the GET stream's task ends, however it ends.
+struct ListeningFlag<'a>(&'a AtomicBool);
+
+impl Drop for ListeningFlag<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
     }
 }
 

@@ -24,6 +24,7 @@ mod error;
 mod http_transport;
 mod redact;
 mod sse;
+mod waiting;
 
 pub use error::HttpError;
 pub use http_transport::{HttpConfig, HttpCounts, HttpTransport};

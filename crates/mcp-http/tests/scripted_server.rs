@@ -399,3 +399,52 @@ async fn a_request_with_json_params_sends_the_body_serde_would_and_reads_the_rep
         "application/json"
     );
 }
+
+#[tokio::test]
+async fn an_answer_on_the_get_stream_reaches_its_call_and_an_unknown_id_is_only_counted() {
+    type GetStream = tokio::sync::mpsc::UnboundedSender<Result<Bytes, std::io::Error>>;
+    let get_stream: Arc<Mutex<Option<GetStream>>> = Arc::default();
+    let slot = get_stream.clone();
+    let (url, _) = serve(move |s, _| match s.method {
+        Method::GET => {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            *slot.lock().expect("lock") = Some(tx);
+            let body = futures::stream::unfold(rx, |mut rx| async move {
+                rx.recv().await.map(|chunk| (chunk, rx))
+            });
+            Response::builder()
+                .header("content-type", "text/event-stream")
+                .body(Body::from_stream(body))
+                .expect("response")
+        }
+        _ => match request_id(s) {
+            None => status(StatusCode::ACCEPTED),
+            Some(id) => {
+                let get = slot
+                    .lock()
+                    .expect("lock")
+                    .clone()
+                    .expect("the GET stream is open");
+                for answered in [json!(99), json!(id)] {
+                    let event = json!({"jsonrpc": "2.0", "id": answered, "result": {"on": "get"}});
+                    let _ = get.send(Ok(Bytes::from(format!("data: {event}\n\n"))));
+                }
+                // The POST's own stream ends with no answer and no event id to resume from.
+                sse_reply(": the answer goes elsewhere\n\n".to_owned())
+            }
+        },
+    })
+    .await;
+    let (http, _) = connect(&url);
+    http.notify("notifications/initialized", None)
+        .await
+        .expect("accepted, and the GET stream opened");
+    assert!(get_stream.lock().expect("lock").is_some());
+    let reply = http
+        .request(RequestId::Integer(1), "tools/call", None)
+        .await
+        .expect("answered on the GET stream");
+    assert_eq!(result_of(reply), json!({"on": "get"}));
+    let counts = http.counts();
+    assert_eq!((counts.messages, counts.unmatched), (2, 1));
+}

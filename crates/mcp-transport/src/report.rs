@@ -5,12 +5,13 @@ use serde::Serialize;
 
 /// What a connection received so far: valid messages and what was not one.
 ///
-/// A transport fills the counts it has: stdio all of them, Streamable HTTP `messages`,
-/// `invalid` and `oversized` (its replies have no stray or blank lines).
+/// A transport fills the counts it has: stdio all but `unmatched`, Streamable HTTP
+/// `messages`, `invalid`, `oversized` and `unmatched` (its replies have no stray or blank
+/// lines).
 ///
 /// ```
 /// let counts = maljan_mcp_transport::TransportCounts { messages: 3, stray: 1, ..Default::default() };
-/// assert_eq!(counts.to_string(), "3 messages, 1 stray, 0 invalid, 0 oversized, 0 salvaged, 0 blank");
+/// assert_eq!(counts.to_string(), "3 messages, 1 stray, 0 invalid, 0 oversized, 0 salvaged, 0 blank, 0 unmatched");
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct TransportCounts {
@@ -26,14 +27,23 @@ pub struct TransportCounts {
     pub salvaged: u64,
     /// Lines holding only whitespace.
     pub blank: u64,
+    /// Answers to no request waiting (late, or an id never sent), dropped: never given to
+    /// another request.
+    pub unmatched: u64,
 }
 
 impl fmt::Display for TransportCounts {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} messages, {} stray, {} invalid, {} oversized, {} salvaged, {} blank",
-            self.messages, self.stray, self.invalid, self.oversized, self.salvaged, self.blank
+            "{} messages, {} stray, {} invalid, {} oversized, {} salvaged, {} blank, {} unmatched",
+            self.messages,
+            self.stray,
+            self.invalid,
+            self.oversized,
+            self.salvaged,
+            self.blank,
+            self.unmatched
         )
     }
 }

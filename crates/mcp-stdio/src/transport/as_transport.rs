@@ -22,6 +22,7 @@ impl From<LineCounts> for TransportCounts {
             oversized: counts.oversized,
             salvaged: counts.salvaged,
             blank: counts.blank,
+            unmatched: 0,
         }
     }
 }

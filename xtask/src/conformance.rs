@@ -1,0 +1,211 @@
+//! `cargo xtask conformance`: the MCP conformance suite against our client and our kit.
+//!
+//! Installs `@modelcontextprotocol/conformance` (pinned) into `target/conformance`, with
+//! Node 22 from npm's `node` package when the system's Node is older (the suite needs 22),
+//! then runs (a) every client scenario that needs no authorization against
+//! `conformance-client` (the Maljan client), and (b) the server scenarios that apply to a
+//! tool server against `conformance-server` (the sidecar kit over Streamable HTTP).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::{cargo, root, run};
+
+/// The conformance suite, pinned.
+const SUITE: &str = "@modelcontextprotocol/conformance@0.1.16";
+/// Node 22 as an npm package, pinned: for machines whose Node is older.
+const NODE_22: &str = "node@22.23.3";
+
+/// Every client scenario that needs no authorization.
+const CLIENT_SCENARIOS: [&str; 4] = [
+    "initialize",
+    "tools_call",
+    "elicitation-sep1034-client-defaults",
+    "sse-retry",
+];
+
+/// The server scenarios that apply to a tool server built with the kit.
+const SERVER_SCENARIOS: [&str; 6] = [
+    "server-initialize",
+    "ping",
+    "tools-list",
+    "tools-call-simple-text",
+    "tools-call-error",
+    "dns-rebinding-protection",
+];
+
+/// Checks passed and failed.
+#[derive(Debug, Default, Clone, Copy)]
+struct Tally {
+    passed: u32,
+    failed: u32,
+}
+
+fn node_major(node: &Path) -> Option<u32> {
+    let out = Command::new(node).arg("--version").output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.trim()
+        .trim_start_matches('v')
+        .split('.')
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Installs the suite (and Node 22 when needed); gives the node to run it with and the
+/// suite's entry point.
+fn install(prefix: &Path) -> Result<(PathBuf, PathBuf), String> {
+    let system_node = PathBuf::from("node");
+    let needs_node = node_major(&system_node).is_none_or(|major| major < 22);
+    let entry = prefix.join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
+    let local_node = prefix.join("node_modules/node/bin/node");
+    let mut packages = Vec::new();
+    if !entry.is_file() {
+        packages.push(SUITE);
+    }
+    if needs_node && !local_node.is_file() {
+        packages.push(NODE_22);
+    }
+    if !packages.is_empty() {
+        run(Command::new("npm")
+            .args([
+                "install",
+                "--no-audit",
+                "--no-fund",
+                "--loglevel=error",
+                "--prefix",
+            ])
+            .arg(prefix)
+            .args(&packages))?;
+    }
+    let node = if needs_node { local_node } else { system_node };
+    match node_major(&node) {
+        Some(major) if major >= 22 => Ok((node, entry)),
+        found => Err(format!(
+            "the conformance suite needs Node 22 or newer; {} is {found:?}",
+            node.display()
+        )),
+    }
+}
+
+/// Runs one scenario and reads its `Passed: N/M, K failed` line. A scenario that ends
+/// without one, or whose process fails, counts as one failed check.
+fn scenario(node: &Path, entry: &Path, dir: &Path, args: &[&str]) -> Result<Tally, String> {
+    let shown = args.join(" ");
+    println!("xtask conformance: {shown}");
+    let out = Command::new(node)
+        .arg(entry)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .map_err(|e| format!("could not run the conformance suite: {e}"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // The client mode writes its summary on stderr, the server mode on stdout.
+    let tally = stdout.lines().chain(stderr.lines()).find_map(|line| {
+        let rest = line.trim().strip_prefix("Passed: ")?;
+        let (passed, rest) = rest.split_once('/')?;
+        let failed = rest.split_once(", ")?.1.split_once(' ')?.0;
+        Some(Tally {
+            passed: passed.parse().ok()?,
+            failed: failed.parse().ok()?,
+        })
+    });
+    match tally {
+        Some(tally) if out.status.success() || tally.failed > 0 => {
+            if tally.failed > 0 || !out.status.success() {
+                println!("{stdout}{stderr}");
+            }
+            Ok(tally)
+        }
+        _ => {
+            println!(
+                "{stdout}{stderr}\nxtask conformance: {shown}: ended with {}",
+                out.status
+            );
+            Ok(Tally {
+                passed: tally.map_or(0, |t| t.passed),
+                failed: 1,
+            })
+        }
+    }
+}
+
+fn add(total: &mut Tally, one: Tally) {
+    total.passed += one.passed;
+    total.failed += one.failed;
+}
+
+/// A running `conformance-server`, stopped when dropped.
+struct KitServer(std::process::Child);
+
+impl Drop for KitServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Installs the suite, builds the adapters, runs every scenario, prints the counts; fails
+/// when any check failed.
+pub(crate) fn run_conformance() -> Result<(), String> {
+    let dir = root().join("target").join("conformance");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let (node, entry) = install(&dir)?;
+    cargo(&["build", "-p", "maljan-conformance"], &[])?;
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"));
+    let client = target.join("debug/conformance-client");
+    let client = client.display().to_string();
+
+    let mut clients = Tally::default();
+    for name in CLIENT_SCENARIOS {
+        let args = ["client", "--command", &client, "--scenario", name];
+        add(&mut clients, scenario(&node, &entry, &dir, &args)?);
+    }
+
+    let mut child = Command::new(target.join("debug/conformance-server"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| format!("could not start conformance-server: {e}"))?;
+    let stdout = child.stdout.take();
+    let server = KitServer(child);
+    let mut url = String::new();
+    if let Some(stdout) = stdout {
+        BufReader::new(stdout)
+            .read_line(&mut url)
+            .map_err(|e| format!("reading conformance-server's URL: {e}"))?;
+    }
+    let url = url.trim().to_owned();
+    if !url.starts_with("http://") {
+        return Err(format!(
+            "conformance-server printed {url:?}, not its URL; see its stderr above"
+        ));
+    }
+    let mut servers = Tally::default();
+    for name in SERVER_SCENARIOS {
+        let args = ["server", "--url", &url, "--scenario", name];
+        add(&mut servers, scenario(&node, &entry, &dir, &args)?);
+    }
+    drop(server);
+
+    println!(
+        "xtask conformance: our client, {} scenarios: {} passed, {} failed",
+        CLIENT_SCENARIOS.len(),
+        clients.passed,
+        clients.failed
+    );
+    println!(
+        "xtask conformance: the kit, {} scenarios: {} passed, {} failed",
+        SERVER_SCENARIOS.len(),
+        servers.passed,
+        servers.failed
+    );
+    if clients.failed + servers.failed > 0 {
+        return Err("the conformance suite found failures (their output is above)".to_owned());
+    }
+    Ok(())
+}
