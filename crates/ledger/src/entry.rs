@@ -41,6 +41,9 @@ pub struct CallScope {
     /// The step's id in the run's pack.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<String>,
+    /// The call's W3C `traceparent`, as sent in its `_meta`: to find it in the server's logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 impl CallScope {

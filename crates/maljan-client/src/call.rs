@@ -8,6 +8,8 @@ use std::time::Duration;
 use maljan_mcp_proto::maljan::{ErrorCode, ToolAnswer, ToolFailure};
 use serde_json::{Map, Value};
 
+use crate::TraceParent;
+
 /// How one call is made, beyond its tool and arguments.
 ///
 /// ```
@@ -22,6 +24,7 @@ use serde_json::{Map, Value};
 pub struct CallOptions {
     step: Option<String>,
     wait: Option<Duration>,
+    trace: Option<TraceParent>,
 }
 
 impl CallOptions {
@@ -36,6 +39,18 @@ impl CallOptions {
     pub fn wait(mut self, wait: Duration) -> Self {
         self.wait = Some(wait);
         self
+    }
+
+    /// Makes the call within the caller's trace `parent` (rather than the run's, or a new
+    /// one): it goes out as a span of it.
+    pub fn traced(mut self, parent: TraceParent) -> Self {
+        self.trace = Some(parent);
+        self
+    }
+
+    /// The caller's trace, when given.
+    pub fn trace(&self) -> Option<&TraceParent> {
+        self.trace.as_ref()
     }
 
     /// The step, when there is one.
@@ -87,6 +102,8 @@ pub(crate) struct ToolCall {
     pub(crate) wait: Option<Duration>,
     /// The run's step the call is made for.
     pub(crate) step: Option<String>,
+    /// The call's W3C `traceparent`, also in `meta`.
+    pub(crate) traceparent: Option<String>,
 }
 
 impl ToolCall {
@@ -99,6 +116,7 @@ impl ToolCall {
             meta: None,
             wait: None,
             step: None,
+            traceparent: None,
         }
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use maljan_breaker::CallGuard;
 use maljan_ledger::{CallScope, Ledger};
 
-use crate::{Job, ProgressReporter, TransferProgress};
+use crate::{Job, ProgressReporter, TraceParent, TransferProgress};
 
 /// What a connection works with besides its settings: the ledger its calls go to, the job
 /// they belong to, and where transfer progress is shown. Several connections share them.
@@ -27,6 +27,7 @@ pub struct ConnectionContext {
     run: Option<String>,
     progress: Option<ProgressReporter>,
     call_guard: Option<Arc<CallGuard>>,
+    trace: Option<TraceParent>,
 }
 
 impl ConnectionContext {
@@ -54,6 +55,18 @@ impl ConnectionContext {
     pub fn with_call_guard(mut self, guard: Arc<CallGuard>) -> Self {
         self.call_guard = Some(guard);
         self
+    }
+
+    /// Calls made within the trace `parent` (a run's, or the caller's): each goes out with
+    /// its own span of it in `_meta.traceparent`. Without one, each call starts a trace.
+    pub fn with_trace(mut self, parent: TraceParent) -> Self {
+        self.trace = Some(parent);
+        self
+    }
+
+    /// The trace calls are made within, when there is one.
+    pub fn trace(&self) -> Option<&TraceParent> {
+        self.trace.as_ref()
     }
 
     /// Transfer progress shown by `progress`.

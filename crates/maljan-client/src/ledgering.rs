@@ -47,6 +47,7 @@ struct Recording {
     start: Instant,
     tool: String,
     step: Option<String>,
+    traceparent: Option<String>,
     written: Value,
     sent: Option<Value>,
 }
@@ -62,6 +63,7 @@ impl Recording {
             start: Instant::now(),
             tool: call.tool.clone(),
             step: call.step.clone(),
+            traceparent: call.traceparent.clone(),
             written,
             sent,
         }
@@ -105,6 +107,7 @@ impl<S> Ledgered<S> {
     fn record(&self, recording: Recording, answer: &ToolAnswer, queued: std::time::Duration) {
         let mut scope = self.scope.clone();
         scope.step = recording.step;
+        scope.traceparent = recording.traceparent;
         let record = CallRecord {
             scope,
             server: self.server.clone(),

@@ -47,6 +47,7 @@ mod setup;
 mod staging;
 mod taking;
 mod timeout;
+mod trace;
 
 pub use call::{CallOptions, CallTrace};
 pub use card::{CardTool, ServerCard, UnavailableTool};
@@ -72,3 +73,4 @@ pub use run::{
 };
 pub use server_connection::ServerConnection;
 pub use setup::{ServerSetup, SetupFailure};
+pub use trace::{TraceParent, TraceParentError};

@@ -25,6 +25,7 @@ use crate::staging::Staged;
 use crate::timeout::Timeout;
 use crate::{
     ClientError, ClientSettings, ConnectionContext, ServerConfig, ServerTransport, TakenFile,
+    TraceParent,
 };
 
 /// The environment variable naming a local server's staging directory (as the server kit
@@ -79,6 +80,7 @@ pub struct ServerConnection {
     state: Mutex<SetupState>,
     setup: OnceLock<ServerSetup>,
     job_dir: Option<PathBuf>,
+    trace: Option<TraceParent>,
 }
 
 impl ToolCaller for ServerConnection {
@@ -190,6 +192,7 @@ impl ServerConnection {
         let name = transport.server().to_owned();
         let notifications = transport.take_incoming();
         let job_dir = context.job().map(|job| job.dir().to_owned());
+        let trace = context.trace().copied();
         let place = ServerReach {
             server: name.clone(),
             remote: false,
@@ -220,6 +223,7 @@ impl ServerConnection {
             state: Mutex::new(SetupState::Fresh),
             setup: OnceLock::new(),
             job_dir,
+            trace,
         }
     }
 
@@ -403,9 +407,9 @@ impl ServerConnection {
     ) -> Result<ToolAnswer, ClientError> {
         match self.checked(tool, arguments, &CallOptions::default())? {
             Ok(mut call) => {
-                let mut meta = serde_json::Map::new();
-                meta.insert("progressToken".to_owned(), token);
-                call.meta = Some(meta);
+                call.meta
+                    .get_or_insert_with(serde_json::Map::new)
+                    .insert("progressToken".to_owned(), token);
                 Ok(self.stack.get_ref().call(call).await.answer)
             }
             Err(refused) => Ok(refused),
@@ -431,6 +435,15 @@ impl ServerConnection {
         let mut call = ToolCall::new(tool, arguments);
         call.step = options.step().map(str::to_owned);
         call.wait = options.wait_for();
+        let traceparent = match options.trace().or(self.trace.as_ref()) {
+            Some(parent) => parent.child(),
+            None => TraceParent::new_trace(),
+        }
+        .to_string();
+        call.meta
+            .get_or_insert_with(serde_json::Map::new)
+            .insert("traceparent".to_owned(), Value::String(traceparent.clone()));
+        call.traceparent = Some(traceparent);
         Ok(match &call.arguments {
             Value::Object(_) | Value::Null => Ok(call),
             other => Err(self.stack.get_ref().refuse(&call, not_an_object(other))),

@@ -18,7 +18,7 @@ pub use servers::{MAX_RESTARTS, ServerRecord, Unavailable};
 
 use crate::{
     CallOptions, CallTrace, ClientError, ClientSettings, ConnectionContext, Job, ServerConfig,
-    ServerConnection,
+    ServerConnection, TraceParent,
 };
 use servers::ServerSlot;
 
@@ -85,7 +85,15 @@ impl Run {
         context: ConnectionContext,
     ) -> Run {
         let id = new_run_id();
-        let context = context.with_job(job.clone()).with_run(id.clone());
+        // The caller's trace, or one of the run's own: every call of the run is a span of it.
+        let trace = context
+            .trace()
+            .copied()
+            .unwrap_or_else(TraceParent::new_trace);
+        let context = context
+            .with_job(job.clone())
+            .with_run(id.clone())
+            .with_trace(trace);
         let servers = servers
             .into_iter()
             .map(|config| (config.name.clone(), ServerSlot::new(config, &settings)))

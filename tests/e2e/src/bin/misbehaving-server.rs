@@ -17,7 +17,8 @@
 //! {bytes}` (prints a line that long, then answers), `invalid` (answers with both result and
 //! error), `glued` (answers behind a progress bar), `ask {method, params}` (sends the
 //! client a request of its own, then answers with the client's answer to it),
-//! `client_capabilities` (the capabilities the client declared in `initialize`).
+//! `client_capabilities` (the capabilities the client declared in `initialize`), `meta`
+//! (the call's own `_meta`).
 
 use std::io::{BufRead, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -111,6 +112,7 @@ fn handle(b: &mut Behaviour, request: Request) {
                 "glued",
                 "ask",
                 "client_capabilities",
+                "meta",
             ];
             let extra = if b.put_sample {
                 &["put_sample"][..]
@@ -203,6 +205,7 @@ fn handle(b: &mut Behaviour, request: Request) {
                     }
                     write_raw(format!("{line}\n").as_bytes());
                 }
+                "meta" => b.answer(&id, tool_result(json!({"meta": params["_meta"]})), ""),
                 "client_capabilities" => {
                     let declared = b.client_capabilities.clone();
                     b.answer(&id, tool_result(json!({"capabilities": declared})), "");
