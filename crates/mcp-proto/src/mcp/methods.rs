@@ -1,5 +1,7 @@
 //! Method names.
 
+/// What a modern-era server speaks (2026-07-28); a dual-era client asks it first.
+pub const SERVER_DISCOVER: &str = "server/discover";
 /// The first request of a legacy-era connection.
 pub const INITIALIZE: &str = "initialize";
 /// The notification that ends a client's setup.

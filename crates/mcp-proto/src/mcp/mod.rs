@@ -1,6 +1,7 @@
 //! Model Context Protocol messages a tool client needs: the lifecycle, tools, cancellation,
 //! progress and logging.
 
+mod era;
 mod lifecycle;
 pub mod methods;
 mod notifications;
@@ -8,6 +9,10 @@ mod server_requests;
 mod tools;
 mod version;
 
+pub use era::{
+    DiscoverResult, EraVerdict, MODERN_VERSION, modern_error_codes, modern_meta,
+    read_discover_answer,
+};
 pub use lifecycle::{Implementation, InitializeParams, InitializeResult};
 pub use notifications::{CancelledParams, LoggingMessageParams, ProgressParams};
 pub use server_requests::{ClientRoot, ElicitationPolicy, ServerRequestPolicy};

@@ -1,0 +1,346 @@
+//! Telling a server's protocol era from its answer to `server/discover`, sans-IO.
+//!
+//! A dual-era client sends `server/discover` with the modern version first. The rules
+//! (the MCP digest, §5 and §6): a `DiscoverResult`, or a recognized modern error, means the
+//! server is modern and the client does not fall back; any other answer, an unrecognized
+//! error or no answer at all (a timeout, an HTTP error without a modern body) means legacy:
+//! the client sends `initialize`. No one error code decides.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::jsonrpc::{ErrorObject, Reply};
+
+use super::Implementation;
+
+/// The modern protocol version this client speaks.
+pub const MODERN_VERSION: &str = "2026-07-28";
+
+/// The legacy versions this client speaks, newest first (the `initialize` era).
+const LEGACY_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// Modern-era error codes.
+pub mod modern_error_codes {
+    /// A header does not match the body, or is missing (HTTP).
+    pub const HEADER_MISMATCH: i64 = -32020;
+    /// The request needs a client capability that was not declared.
+    pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
+    /// The protocol version is not supported; `data.supported` lists those that are.
+    pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+}
+
+/// The `server/discover` result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DiscoverResult {
+    /// Every version the server speaks.
+    pub supported_versions: Vec<String>,
+    /// The server's capabilities.
+    #[serde(default)]
+    pub capabilities: Map<String, Value>,
+    /// How to use the server, for a model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+    /// How long the result may be cached, in milliseconds.
+    pub ttl_ms: u64,
+    /// Who may share a cached result: `public` or `private`.
+    pub cache_scope: String,
+}
+
+/// What the answer to `server/discover` says of the server's era.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum EraVerdict {
+    /// Modern, speaking [`MODERN_VERSION`]: go on without `initialize`.
+    Modern(DiscoverResult),
+    /// Modern, but it refused the version offered and speaks this one of ours: ask again
+    /// with it.
+    RetryWith(String),
+    /// Legacy (or a modern server that also speaks a legacy version of ours and no modern
+    /// one): send `initialize`.
+    Legacy,
+    /// Modern, and nothing this client can use: it speaks none of our versions, or it
+    /// needs what this client does not declare.
+    Unusable {
+        /// Why, in the server's words where it gave them.
+        reason: String,
+    },
+}
+
+/// Reads the answer to `server/discover`: `None` when there was none (a timeout, a lost
+/// connection, an HTTP error whose body is not a JSON-RPC error).
+///
+/// ```
+/// use maljan_mcp_proto::jsonrpc::{ErrorObject, Reply};
+/// use maljan_mcp_proto::mcp::{EraVerdict, read_discover_answer};
+/// assert_eq!(read_discover_answer(None), EraVerdict::Legacy);
+/// let not_found = Reply::Error(ErrorObject::new(-32601, "method not found"));
+/// assert_eq!(read_discover_answer(Some(&not_found)), EraVerdict::Legacy);
+/// ```
+pub fn read_discover_answer(answer: Option<&Reply>) -> EraVerdict {
+    match answer {
+        None => EraVerdict::Legacy,
+        Some(Reply::Result(raw)) => match serde_json::from_str::<DiscoverResult>(raw.get()) {
+            // Anything that is not a DiscoverResult (an empty result, say) is a legacy
+            // server answering an unknown method loosely.
+            Err(_) => EraVerdict::Legacy,
+            Ok(result) => {
+                if result
+                    .supported_versions
+                    .iter()
+                    .any(|v| v == MODERN_VERSION)
+                {
+                    EraVerdict::Modern(result)
+                } else if speaks_legacy(&result.supported_versions) {
+                    EraVerdict::Legacy
+                } else {
+                    EraVerdict::Unusable {
+                        reason: format!(
+                            "the server speaks {} and this client {MODERN_VERSION} or {}",
+                            result.supported_versions.join(", "),
+                            LEGACY_VERSIONS.join(", ")
+                        ),
+                    }
+                }
+            }
+        },
+        Some(Reply::Error(error)) => read_discover_error(error),
+    }
+}
+
+fn speaks_legacy(versions: &[String]) -> bool {
+    versions
+        .iter()
+        .any(|v| LEGACY_VERSIONS.contains(&v.as_str()))
+}
+
+fn read_discover_error(error: &ErrorObject) -> EraVerdict {
+    let data: Option<Value> = error
+        .data
+        .as_ref()
+        .and_then(|d| serde_json::from_str(d.get()).ok());
+    match error.code {
+        modern_error_codes::UNSUPPORTED_PROTOCOL_VERSION => {
+            let supported: Vec<String> = data
+                .as_ref()
+                .and_then(|d| d.get("supported"))
+                .and_then(Value::as_array)
+                .map(|list| {
+                    list.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default();
+            if supported.is_empty() {
+                // Without the list the code is not recognizably modern.
+                EraVerdict::Legacy
+            } else if let Some(ours) = supported.iter().find(|v| *v == MODERN_VERSION) {
+                EraVerdict::RetryWith(ours.clone())
+            } else if speaks_legacy(&supported) {
+                EraVerdict::Legacy
+            } else {
+                EraVerdict::Unusable {
+                    reason: format!(
+                        "the server speaks {} only: {}",
+                        supported.join(", "),
+                        error.message
+                    ),
+                }
+            }
+        }
+        modern_error_codes::MISSING_REQUIRED_CLIENT_CAPABILITY
+            if data
+                .as_ref()
+                .is_some_and(|d| d.get("requiredCapabilities").is_some()) =>
+        {
+            EraVerdict::Unusable {
+                reason: format!(
+                    "the server needs client capabilities this client does not declare: {}",
+                    error.message
+                ),
+            }
+        }
+        _ => EraVerdict::Legacy,
+    }
+}
+
+/// The `_meta` every modern-era request carries: the version, the client's capabilities
+/// and who it is.
+///
+/// ```
+/// use maljan_mcp_proto::mcp::{Implementation, modern_meta};
+/// let me = Implementation { name: "maljan".into(), version: "0.1.0".into(), title: None };
+/// let meta = modern_meta("2026-07-28", &Default::default(), &me);
+/// assert_eq!(meta["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
+/// assert_eq!(meta["io.modelcontextprotocol/clientCapabilities"], serde_json::json!({}));
+/// ```
+pub fn modern_meta(
+    version: &str,
+    capabilities: &Map<String, Value>,
+    client_info: &Implementation,
+) -> Map<String, Value> {
+    let mut meta = Map::new();
+    meta.insert(
+        "io.modelcontextprotocol/protocolVersion".to_owned(),
+        Value::String(version.to_owned()),
+    );
+    meta.insert(
+        "io.modelcontextprotocol/clientCapabilities".to_owned(),
+        Value::Object(capabilities.clone()),
+    );
+    meta.insert(
+        "io.modelcontextprotocol/clientInfo".to_owned(),
+        json!(client_info),
+    );
+    meta
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::value::to_raw_value;
+
+    fn result(value: Value) -> Reply {
+        Reply::Result(to_raw_value(&value).unwrap())
+    }
+
+    fn error(code: i64, data: Option<Value>) -> Reply {
+        let mut error = ErrorObject::new(code, "refused");
+        error.data = data.map(|d| to_raw_value(&d).unwrap());
+        Reply::Error(error)
+    }
+
+    fn discover(versions: &[&str]) -> Value {
+        json!({"supportedVersions": versions, "capabilities": {"tools": {}},
+               "ttlMs": 60000, "cacheScope": "public"})
+    }
+
+    #[test]
+    fn a_discover_result_with_our_version_is_modern() {
+        let verdict = read_discover_answer(Some(&result(discover(&["2026-07-28"]))));
+        assert!(matches!(verdict, EraVerdict::Modern(r) if r.ttl_ms == 60000));
+    }
+
+    #[test]
+    fn a_dual_era_server_without_our_modern_version_is_spoken_to_in_legacy() {
+        let verdict = read_discover_answer(Some(&result(discover(&["2027-01-01", "2025-11-25"]))));
+        assert_eq!(verdict, EraVerdict::Legacy);
+        let verdict = read_discover_answer(Some(&result(discover(&["2027-01-01"]))));
+        assert!(
+            matches!(verdict, EraVerdict::Unusable { reason } if reason.contains("2027-01-01"))
+        );
+    }
+
+    #[test]
+    fn a_result_that_is_not_a_discover_result_is_legacy() {
+        for loose in [
+            json!({}),
+            json!({"supportedVersions": "2026-07-28"}),
+            json!([1]),
+        ] {
+            assert_eq!(
+                read_discover_answer(Some(&result(loose))),
+                EraVerdict::Legacy
+            );
+        }
+    }
+
+    #[test]
+    fn unsupported_version_retries_with_one_of_ours_or_falls_back() {
+        let ours = error(
+            -32022,
+            Some(json!({"supported": ["2026-07-28"], "requested": "x"})),
+        );
+        assert_eq!(
+            read_discover_answer(Some(&ours)),
+            EraVerdict::RetryWith("2026-07-28".to_owned())
+        );
+        let legacy = error(-32022, Some(json!({"supported": ["2025-06-18"]})));
+        assert_eq!(read_discover_answer(Some(&legacy)), EraVerdict::Legacy);
+        let none = error(-32022, Some(json!({"supported": ["2030-01-01"]})));
+        assert!(matches!(
+            read_discover_answer(Some(&none)),
+            EraVerdict::Unusable { .. }
+        ));
+    }
+
+    #[test]
+    fn no_single_code_decides_without_its_modern_data() {
+        // -32022 or -32021 without their data are some legacy server's own codes.
+        assert_eq!(
+            read_discover_answer(Some(&error(-32022, None))),
+            EraVerdict::Legacy
+        );
+        assert_eq!(
+            read_discover_answer(Some(&error(-32021, None))),
+            EraVerdict::Legacy
+        );
+        let needs = error(
+            -32021,
+            Some(json!({"requiredCapabilities": {"sampling": {}}})),
+        );
+        assert!(matches!(
+            read_discover_answer(Some(&needs)),
+            EraVerdict::Unusable { .. }
+        ));
+        for code in [-32601, -32600, -32602, -32000, -32603, 1] {
+            assert_eq!(
+                read_discover_answer(Some(&error(code, None))),
+                EraVerdict::Legacy
+            );
+        }
+    }
+
+    #[test]
+    fn no_answer_is_legacy() {
+        assert_eq!(read_discover_answer(None), EraVerdict::Legacy);
+    }
+
+    fn any_json() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            prop_oneof![
+                Just("2026-07-28".to_owned()),
+                Just("2025-11-25".to_owned()),
+                ".{0,12}"
+            ]
+            .prop_map(Value::String),
+        ];
+        leaf.prop_recursive(3, 32, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                proptest::collection::btree_map(
+                    prop_oneof![
+                        Just("supportedVersions".to_owned()),
+                        Just("supported".to_owned()),
+                        Just("ttlMs".to_owned()),
+                        Just("cacheScope".to_owned()),
+                        Just("requiredCapabilities".to_owned()),
+                        "[a-z]{1,6}"
+                    ],
+                    inner,
+                    0..6
+                )
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_answer_gets_a_verdict_and_modern_only_with_our_version(
+            value in any_json(),
+            code in proptest::prop_oneof![-32022i64..=-32020, proptest::prelude::any::<i64>()],
+        ) {
+            if let EraVerdict::Modern(found) = read_discover_answer(Some(&result(value.clone()))) {
+                proptest::prop_assert!(found.supported_versions.iter().any(|v| v == MODERN_VERSION));
+            }
+            let verdict = read_discover_answer(Some(&error(code, Some(value))));
+            proptest::prop_assert!(!matches!(verdict, EraVerdict::Modern(_)));
+        }
+    }
+}
