@@ -424,11 +424,13 @@ async fn handle_delete(State(state): State<Arc<HttpState>>, headers: HeaderMap) 
     }
 }
 
-/// Stops a session's calls; its job directory goes once the last of them lets go of it.
+/// Stops a session's calls and removes its job directory: a call still winding down finds
+/// it gone, and no file of the session outlives it.
 fn end_session(session: &Session) {
     for (_, call) in lock(&session.in_flight).drain() {
         call.cancel();
     }
+    session.job.remove_now();
 }
 
 /// Ends the sessions idle longer than the options allow, with no call in flight.

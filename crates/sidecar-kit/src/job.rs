@@ -154,6 +154,15 @@ impl JobDir {
             let _ = dir.remove_file(temp);
         }
     }
+
+    /// Removes a temporary job directory now, as its session ends: a call task that
+    /// answered may hold the job a moment longer, and the session's files must not outlive
+    /// it by that moment. (Dropping the job removes it too.)
+    pub(crate) fn remove_now(&self) {
+        if self.owned_temp {
+            let _ = std::fs::remove_dir_all(self.root.path());
+        }
+    }
 }
 
 impl Drop for JobDir {

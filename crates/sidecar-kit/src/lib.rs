@@ -41,6 +41,7 @@ mod buffers;
 mod builder;
 mod call_params;
 mod confined;
+mod era;
 mod file_primitives;
 mod http;
 mod job;

@@ -25,6 +25,7 @@ use tokio::task::{AbortHandle, JoinSet};
 
 use crate::buffers::BUFFERS;
 use crate::call_params::ToolCall;
+use crate::era::{self, RequestEra};
 use crate::reply::{response_line, tool_reply};
 use crate::tool::{Cancellation, ChunkHandler, Handler};
 use crate::{Arguments, JobDir, ServerBuilder, ToolContext, ToolSpec};
@@ -314,10 +315,34 @@ impl Server {
         Ok(())
     }
 
-    /// Answers a request at once, or says it is a tool call to run.
+    /// Answers a request at once, or says it is a tool call to run. A request in the
+    /// modern era (a protocol version in its `_meta`) must carry every required `_meta`
+    /// key, for a version spoken here (else `-32602` or `-32022`); `server/discover` and a
+    /// modern `tools/list` say how long their results may be cached.
     pub(crate) fn answer(&self, request: Request) -> Answer {
         let Request { id, method, params } = request;
+        let discover = method == methods::SERVER_DISCOVER;
+        let era = match era::request_era(params.as_deref(), discover) {
+            Ok(era) => era,
+            Err(error) => {
+                return Answer::Line(encode(&Message::Error(ErrorResponse {
+                    id: Some(id),
+                    error,
+                })));
+            }
+        };
         let line = match method.as_str() {
+            methods::SERVER_DISCOVER => response_line(
+                &id,
+                &json!({
+                    "supportedVersions": era::SUPPORTED,
+                    "capabilities": {"tools": {}},
+                    "ttlMs": era::TTL_MS,
+                    "cacheScope": "public",
+                    "resultType": "complete",
+                    "_meta": {era::SERVER_INFO: self.info},
+                }),
+            ),
             methods::INITIALIZE => {
                 let offered = params
                     .as_ref()
@@ -336,6 +361,16 @@ impl Server {
                 response_line(&id, &result)
             }
             methods::PING => response_line(&id, &json!({})),
+            methods::TOOLS_LIST if era == RequestEra::Modern => response_line(
+                &id,
+                &json!({
+                    "tools": self.tool_list(),
+                    "ttlMs": era::TTL_MS,
+                    "cacheScope": "public",
+                    "resultType": "complete",
+                    "_meta": {era::SERVER_INFO: self.info},
+                }),
+            ),
             methods::TOOLS_LIST => {
                 let result = ListToolsResult {
                     tools: self.tool_list(),

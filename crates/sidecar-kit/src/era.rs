@@ -1,0 +1,122 @@
+//! The modern era (2026-07-28) as a kit server speaks it beside the legacy one: a request
+//! is modern when its `_meta` names a protocol version; it must then carry every required
+//! `_meta` key, for a version the kit speaks.
+
+use maljan_mcp_proto::jsonrpc::{ErrorObject, error_codes};
+use maljan_mcp_proto::mcp::{MODERN_VERSION, modern_error_codes};
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// Where a modern result says which server answered.
+pub(crate) const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+/// Every version the kit speaks, newest first.
+pub(crate) const SUPPORTED: [&str; 5] = [
+    MODERN_VERSION,
+    "2025-11-25",
+    "2025-06-18",
+    "2025-03-26",
+    "2024-11-05",
+];
+/// How long a client may keep `server/discover` and `tools/list` results: the tools of a
+/// kit server do not change while it runs.
+pub(crate) const TTL_MS: u64 = 5 * 60 * 1000;
+
+/// The era a request was made in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RequestEra {
+    /// No protocol version in `_meta`: legacy, under the session's `initialize`.
+    Legacy,
+    /// Modern, with every required `_meta` key.
+    Modern,
+}
+
+fn refusal(code: i64, message: String, data: Option<Value>) -> ErrorObject {
+    let mut error = ErrorObject::new(code, message);
+    error.data = data.and_then(|d| serde_json::value::to_raw_value(&d).ok());
+    error
+}
+
+/// Reads the era of a request from its params' `_meta`. `discover` requests
+/// (`server/discover`) are modern by nature: they need the keys too.
+pub(crate) fn request_era(
+    params: Option<&RawValue>,
+    discover: bool,
+) -> Result<RequestEra, ErrorObject> {
+    let meta: Option<Value> = params
+        .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
+        .and_then(|p| p.get("_meta").cloned());
+    let meta = meta.as_ref().and_then(Value::as_object);
+    let version = meta.and_then(|m| m.get(PROTOCOL_VERSION));
+    let Some(version) = version else {
+        if discover {
+            return Err(refusal(
+                error_codes::INVALID_PARAMS,
+                format!("server/discover needs _meta[{PROTOCOL_VERSION:?}]"),
+                None,
+            ));
+        }
+        return Ok(RequestEra::Legacy);
+    };
+    let version = version.as_str().unwrap_or_default();
+    if version != MODERN_VERSION {
+        return Err(refusal(
+            modern_error_codes::UNSUPPORTED_PROTOCOL_VERSION,
+            format!("protocol version {version:?} is not spoken here"),
+            Some(json!({"supported": [MODERN_VERSION], "requested": version})),
+        ));
+    }
+    if !meta.is_some_and(|m| m.get(CLIENT_CAPABILITIES).is_some_and(Value::is_object)) {
+        return Err(refusal(
+            error_codes::INVALID_PARAMS,
+            format!("a modern request needs _meta[{CLIENT_CAPABILITIES:?}] (an object)"),
+            None,
+        ));
+    }
+    Ok(RequestEra::Modern)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(value: Value) -> Box<RawValue> {
+        serde_json::value::to_raw_value(&value).unwrap()
+    }
+
+    #[test]
+    fn a_request_without_a_version_in_meta_is_legacy_except_discover() {
+        let plain = params(json!({"name": "x"}));
+        assert!(matches!(
+            request_era(Some(&plain), false),
+            Ok(RequestEra::Legacy)
+        ));
+        assert!(matches!(request_era(None, false), Ok(RequestEra::Legacy)));
+        let refused = request_era(None, true).unwrap_err();
+        assert_eq!(refused.code, -32602);
+    }
+
+    #[test]
+    fn a_modern_request_needs_every_required_key_and_our_version() {
+        let full = params(json!({"_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}
+        }}));
+        assert!(matches!(
+            request_era(Some(&full), false),
+            Ok(RequestEra::Modern)
+        ));
+        let missing = params(json!({"_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28"
+        }}));
+        assert_eq!(request_era(Some(&missing), false).unwrap_err().code, -32602);
+        let other = params(json!({"_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2027-01-01",
+            "io.modelcontextprotocol/clientCapabilities": {}
+        }}));
+        let refused = request_era(Some(&other), true).unwrap_err();
+        assert_eq!(refused.code, -32022);
+        assert!(refused.data.unwrap().get().contains("2026-07-28"));
+    }
+}
