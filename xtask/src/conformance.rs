@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::{cargo, root, run};
+use crate::{cargo, npm_install, root};
 
 /// The conformance suite, pinned.
 const SUITE: &str = "@modelcontextprotocol/conformance@0.1.16";
@@ -68,16 +68,7 @@ fn install(prefix: &Path) -> Result<(PathBuf, PathBuf), String> {
         packages.push(NODE_22);
     }
     if !packages.is_empty() {
-        run(Command::new("npm")
-            .args([
-                "install",
-                "--no-audit",
-                "--no-fund",
-                "--loglevel=error",
-                "--prefix",
-            ])
-            .arg(prefix)
-            .args(&packages))?;
+        npm_install(prefix, &packages)?;
     }
     let node = if needs_node { local_node } else { system_node };
     match node_major(&node) {
@@ -112,24 +103,18 @@ fn scenario(node: &Path, entry: &Path, dir: &Path, args: &[&str]) -> Result<Tall
             failed: failed.parse().ok()?,
         })
     });
-    match tally {
-        Some(tally) if out.status.success() || tally.failed > 0 => {
-            if tally.failed > 0 || !out.status.success() {
-                println!("{stdout}{stderr}");
-            }
-            Ok(tally)
-        }
-        _ => {
-            println!(
-                "{stdout}{stderr}\nxtask conformance: {shown}: ended with {}",
-                out.status
-            );
-            Ok(Tally {
-                passed: tally.map_or(0, |t| t.passed),
-                failed: 1,
-            })
-        }
+    let ended_well = out.status.success() && tally.is_some();
+    let mut tally = tally.unwrap_or_default();
+    if !ended_well {
+        tally.failed = tally.failed.max(1);
     }
+    if tally.failed > 0 {
+        println!(
+            "{stdout}{stderr}\nxtask conformance: {shown}: ended with {}",
+            out.status
+        );
+    }
+    Ok(tally)
 }
 
 fn add(total: &mut Tally, one: Tally) {

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use crate::{root, run};
+use crate::{npm_install, root, run};
 
 /// The TypeScript SDK's reference server, pinned.
 const EVERYTHING: &str = "@modelcontextprotocol/server-everything@2026.8.31";
@@ -32,16 +32,7 @@ pub(crate) fn run_interop() -> Result<(), String> {
         let entry =
             prefix.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
         if !entry.is_file() {
-            run(Command::new("npm")
-                .args([
-                    "install",
-                    "--no-audit",
-                    "--no-fund",
-                    "--loglevel=error",
-                    "--prefix",
-                ])
-                .arg(&prefix)
-                .arg(EVERYTHING))?;
+            npm_install(&prefix, &[EVERYTHING])?;
         }
         if !entry.is_file() {
             return Err(format!(

@@ -132,6 +132,20 @@ pub(crate) fn run(command: &mut Command) -> Result<(), String> {
     }
 }
 
+/// `npm install`s `packages` into `prefix`, quietly.
+pub(crate) fn npm_install(prefix: &Path, packages: &[&str]) -> Result<(), String> {
+    run(Command::new("npm")
+        .args([
+            "install",
+            "--no-audit",
+            "--no-fund",
+            "--loglevel=error",
+            "--prefix",
+        ])
+        .arg(prefix)
+        .args(packages))
+}
+
 pub(crate) fn on_path(program: &str) -> bool {
     std::env::var_os("PATH")
         .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))

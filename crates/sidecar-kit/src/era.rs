@@ -4,8 +4,9 @@
 
 use maljan_mcp_proto::jsonrpc::{ErrorObject, error_codes};
 use maljan_mcp_proto::mcp::{MODERN_VERSION, modern_error_codes};
+use serde::Deserialize;
 use serde_json::value::RawValue;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
@@ -38,16 +39,26 @@ fn refusal(code: i64, message: String, data: Option<Value>) -> ErrorObject {
     error
 }
 
+/// A request's params, read for their `_meta` only.
+#[derive(Deserialize)]
+struct MetaOnly {
+    #[serde(rename = "_meta", default)]
+    meta: Option<Map<String, Value>>,
+}
+
 /// Reads the era of a request from its params' `_meta`. `discover` requests
 /// (`server/discover`) are modern by nature: they need the keys too.
 pub(crate) fn request_era(
     params: Option<&RawValue>,
     discover: bool,
 ) -> Result<RequestEra, ErrorObject> {
-    let meta: Option<Value> = params
-        .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
-        .and_then(|p| p.get("_meta").cloned());
-    let meta = meta.as_ref().and_then(Value::as_object);
+    // A tool call's params may be a multi-MiB file chunk: they are read for `_meta` only
+    // when it is named in them, and then into `_meta` alone.
+    let meta = params
+        .filter(|p| memchr::memmem::find(p.get().as_bytes(), b"\"_meta\"").is_some())
+        .and_then(|p| serde_json::from_str::<MetaOnly>(p.get()).ok())
+        .and_then(|p| p.meta);
+    let meta = meta.as_ref();
     let version = meta.and_then(|m| m.get(PROTOCOL_VERSION));
     let Some(version) = version else {
         if discover {
@@ -63,7 +74,9 @@ pub(crate) fn request_era(
     if version != MODERN_VERSION {
         return Err(refusal(
             modern_error_codes::UNSUPPORTED_PROTOCOL_VERSION,
-            format!("protocol version {version:?} is not spoken here"),
+            format!(
+                "protocol version {version:?} is not spoken here: send {MODERN_VERSION:?} (data.supported), or initialize for a legacy version"
+            ),
             Some(json!({"supported": [MODERN_VERSION], "requested": version})),
         ));
     }
@@ -118,5 +131,36 @@ mod tests {
         let refused = request_era(Some(&other), true).unwrap_err();
         assert_eq!(refused.code, -32022);
         assert!(refused.data.unwrap().get().contains("2026-07-28"));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_params_get_an_era_or_a_refusal_without_panicking(
+            name in ".{0,40}",
+            version in proptest::prop_oneof![
+                proptest::strategy::Just("2026-07-28".to_owned()),
+                ".{0,12}"
+            ],
+            capabilities in proptest::prop_oneof![
+                proptest::strategy::Just(json!({})),
+                proptest::strategy::Just(json!([])),
+                proptest::strategy::Just(Value::Null),
+            ],
+            with_meta in proptest::prelude::any::<bool>(),
+        ) {
+            let mut value = json!({"name": name, "arguments": {"text": "\"_meta\""}});
+            if with_meta {
+                value["_meta"] = json!({
+                    "io.modelcontextprotocol/protocolVersion": version,
+                    "io.modelcontextprotocol/clientCapabilities": capabilities,
+                });
+            }
+            let era = request_era(Some(&params(value)), false);
+            if !with_meta {
+                proptest::prop_assert!(matches!(era, Ok(RequestEra::Legacy)));
+            } else if let Ok(RequestEra::Modern) = era {
+                proptest::prop_assert_eq!(version, "2026-07-28");
+            }
+        }
     }
 }

@@ -27,6 +27,15 @@ async fn ask(server: &ServerConnection, method: &str, params: Value) -> Value {
     answer.value
 }
 
+/// The capabilities the client declared in `initialize`, as the server saw them.
+async fn declared(server: &ServerConnection) -> Value {
+    let answer = server
+        .call("client_capabilities", json!({}))
+        .await
+        .expect("call");
+    answer.value["capabilities"].clone()
+}
+
 fn form() -> Value {
     json!({
         "message": "Which name?",
@@ -63,14 +72,9 @@ async fn an_unattended_client_answers_ping_declines_elicitation_and_refuses_samp
     );
     let roots = ask(&server, "roots/list", json!({})).await;
     assert_eq!(roots["refused"]["code"], -32601, "{roots}");
-    let declared = server
-        .call("client_capabilities", json!({}))
-        .await
-        .unwrap()
-        .value;
     assert_eq!(
-        declared,
-        json!({"capabilities": {"elicitation": {"form": {}}}})
+        declared(&server).await,
+        json!({"elicitation": {"form": {}}})
     );
     server.close().await;
 }
@@ -90,13 +94,8 @@ async fn the_defaults_policy_accepts_and_declared_roots_list_the_job() {
     let roots = ask(&server, "roots/list", json!({})).await;
     let uri = roots["answer"]["roots"][0]["uri"].as_str().expect("a root");
     assert_eq!(uri, format!("file://{}", job.dir().display()));
-    let declared = server
-        .call("client_capabilities", json!({}))
-        .await
-        .unwrap()
-        .value;
     assert_eq!(
-        declared["capabilities"]["roots"],
+        declared(&server).await["roots"],
         json!({"listChanged": false})
     );
     server.close().await;

@@ -338,4 +338,50 @@ mod tests {
         let answer = ServerRequestPolicy::default().answer(request("tasks/list", json!({})));
         assert!(error_message(answer).contains("tasks/list"));
     }
+
+    proptest::proptest! {
+        #[test]
+        fn any_elicitation_gets_an_answer_to_its_id_with_only_asked_fields(
+            names in proptest::collection::vec("[a-z]{1,4}", 0..6),
+            defaults in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::strategy::Just(json!(1)),
+                    proptest::strategy::Just(json!("x")),
+                    proptest::strategy::Just(json!({"nested": true})),
+                    proptest::strategy::Just(Value::Null),
+                ],
+                0..6,
+            ),
+            required in proptest::collection::vec("[a-z]{1,4}", 0..3),
+            mode in proptest::prop_oneof![
+                proptest::strategy::Just(json!("form")),
+                proptest::strategy::Just(json!("url")),
+                proptest::strategy::Just(json!(7)),
+            ],
+        ) {
+            let properties: Map<String, Value> = names
+                .iter()
+                .zip(defaults.iter().chain(std::iter::repeat(&Value::Null)))
+                .map(|(n, d)| (n.clone(), json!({"type": "string", "default": d})))
+                .collect();
+            let params = json!({"mode": mode, "message": "?",
+                "requestedSchema": {"type": "object", "properties": properties, "required": required}});
+            let policy = ServerRequestPolicy::default().elicitation(ElicitationPolicy::Defaults);
+            let Message::Response(response) = policy.answer(request("elicitation/create", params)) else {
+                panic!("elicitation is always answered with a result");
+            };
+            proptest::prop_assert_eq!(response.id, RequestId::Integer(4));
+            let answer: Value = serde_json::from_str(response.result.get()).unwrap();
+            if answer["action"] == "accept" {
+                let content = answer["content"].as_object().unwrap();
+                for (key, value) in content {
+                    proptest::prop_assert!(properties.contains_key(key));
+                    proptest::prop_assert!(is_field_value(value));
+                }
+                for name in &required {
+                    proptest::prop_assert!(content.contains_key(name));
+                }
+            }
+        }
+    }
 }
