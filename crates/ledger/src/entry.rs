@@ -74,6 +74,10 @@ pub struct CallRecord {
     pub scope: CallScope,
     /// The server's configured name.
     pub server: String,
+    /// The protocol version the call went out in (`2026-07-28` for the modern era), when
+    /// the server was set up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol_version: Option<String>,
     /// The tool.
     pub tool: String,
     /// The arguments as the model (or the user) wrote them.

@@ -22,6 +22,7 @@ use crate::{CallRecord, JsonLinesSink, LedgerEntry, LedgerSink, MemorySink, Sink
 /// let entry = ledger.record(CallRecord {
 ///     scope: Default::default(),
 ///     server: "sidecar".into(),
+///     protocol_version: None,
 ///     tool: "file_info".into(),
 ///     arguments: serde_json::json!({"path": "/bin/sh"}),
 ///     sent_arguments: None,

@@ -21,6 +21,7 @@
 //!     ledger.record(CallRecord {
 //!         scope: Default::default(),
 //!         server: "sidecar".into(),
+//!         protocol_version: None,
 //!         tool: "archive_list".into(),
 //!         arguments: serde_json::json!({"path": "a.zip"}),
 //!         sent_arguments: None,

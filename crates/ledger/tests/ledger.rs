@@ -68,6 +68,7 @@ fn entry() -> impl Strategy<Value = CallRecord> {
                 CallRecord {
                     scope,
                     server,
+                    protocol_version: None,
                     tool,
                     arguments,
                     sent_arguments,
@@ -131,6 +132,7 @@ fn failed(server: &str, tool: &str, failure: ToolFailure) -> CallRecord {
     CallRecord {
         scope: Default::default(),
         server: server.into(),
+        protocol_version: None,
         tool: tool.into(),
         arguments: json!({}),
         sent_arguments: None,

@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use maljan_client::{
-    BreakerSettings, ClientSettings, ElicitationPolicy, SampleMount, ServerCommand, ServerConfig,
+    BreakerSettings, ClientSettings, ElicitationPolicy, EraChoice, SampleMount, ServerCommand,
+    ServerConfig,
 };
 use serde::Deserialize;
 
@@ -36,6 +37,8 @@ pub(crate) const BUNDLED: &str = "sidecar";
 /// [core.mcp]
 /// elicitation = "decline"   # or "defaults": accept with the schema's default values
 /// roots = true              # declare roots: roots/list lists the job's directory
+/// era = "auto"              # or "legacy" (initialize only) or "modern" (2026-07-28 only)
+/// discover_timeout_s = 5    # how long server/discover waits before a server is legacy
 ///
 /// [core.mcp.breaker]
 /// max_concurrent_calls = 4
@@ -70,6 +73,9 @@ struct McpSection {
     elicitation: ElicitationPolicy,
     #[serde(default)]
     roots: bool,
+    #[serde(default)]
+    era: EraChoice,
+    discover_timeout_s: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -162,6 +168,18 @@ impl Config {
         settings.breaker = file.core.mcp.breaker;
         settings.elicitation = file.core.mcp.elicitation;
         settings.declare_roots = file.core.mcp.roots;
+        settings.era = file.core.mcp.era;
+        if let Some(t) = file.core.mcp.discover_timeout_s {
+            settings.discover_timeout = Duration::try_from_secs_f64(t)
+                .ok()
+                .filter(|t| !t.is_zero())
+                .ok_or_else(|| CliError::Config {
+                    path: path.map(Path::to_owned).unwrap_or_default(),
+                    detail: format!(
+                        "core.mcp.discover_timeout_s = {t} is not a positive number of seconds"
+                    ),
+                })?;
+        }
         if let Some(t) = file.timeout_s {
             settings.default_timeout =
                 Duration::try_from_secs_f64(t).map_err(|_| CliError::Config {

@@ -13,11 +13,12 @@ pub(crate) fn card(card: &ServerCard) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "server {}: {} {} (protocol {}, over {})",
+        "server {}: {} {} (protocol {}, {} era, over {})",
         card.server,
         card.server_info.name,
         card.server_info.version,
         card.protocol_version,
+        card.era,
         card.transport
     );
     let width = card.tools.iter().map(|t| t.name.len()).max().unwrap_or(0);

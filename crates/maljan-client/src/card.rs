@@ -15,6 +15,9 @@ pub struct ServerCard {
     pub server_info: Implementation,
     /// The protocol version in use.
     pub protocol_version: String,
+    /// Its era: `modern` (2026-07-28: `server/discover`, no session) or `legacy`
+    /// (`initialize`).
+    pub era: &'static str,
     /// The model-facing tools (platform primitives left out).
     pub tools: Vec<CardTool>,
     /// The tools the manifest says cannot run on the server's host.
@@ -75,6 +78,7 @@ impl ServerCard {
             server: server.to_owned(),
             server_info: setup.server_info.clone(),
             protocol_version: setup.protocol.as_str().to_owned(),
+            era: setup.protocol.era(),
             tools: tools
                 .iter()
                 .filter(|t| !is_platform_primitive(&t.name))

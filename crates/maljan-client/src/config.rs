@@ -129,6 +129,59 @@ pub struct ClientSettings {
     pub elicitation: ElicitationPolicy,
     /// Whether the client declares `roots`: `roots/list` then lists the job's directory.
     pub declare_roots: bool,
+    /// Which protocol era to speak: found by `server/discover` (the default), or fixed.
+    pub era: EraChoice,
+    /// How long `server/discover` waits for an answer before the server is taken as one of
+    /// the legacy era (which need not answer a method it does not know).
+    pub discover_timeout: Duration,
+}
+
+/// Which protocol era a client speaks to a server.
+///
+/// ```
+/// use maljan_client::EraChoice;
+/// assert_eq!("auto".parse::<EraChoice>().unwrap(), EraChoice::Auto);
+/// let wrong = "2026".parse::<EraChoice>().unwrap_err();
+/// assert!(wrong.contains("auto, legacy or modern"));
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum EraChoice {
+    /// Ask `server/discover` first and fall back to `initialize` by the spec's rules; a
+    /// server found legacy at an HTTP origin is not asked again by this context.
+    #[default]
+    Auto,
+    /// Only `initialize` (≤ 2025-11-25), never `server/discover`.
+    Legacy,
+    /// Only 2026-07-28: a server that does not speak it fails its setup.
+    Modern,
+}
+
+impl EraChoice {
+    /// `auto`, `legacy` or `modern`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EraChoice::Auto => "auto",
+            EraChoice::Legacy => "legacy",
+            EraChoice::Modern => "modern",
+        }
+    }
+}
+
+impl std::str::FromStr for EraChoice {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "auto" => Ok(EraChoice::Auto),
+            "legacy" => Ok(EraChoice::Legacy),
+            "modern" => Ok(EraChoice::Modern),
+            other => Err(format!(
+                "the era {other:?} is not one this client speaks: write auto, legacy or modern"
+            )),
+        }
+    }
 }
 
 impl ClientSettings {
@@ -169,6 +222,8 @@ impl Default for ClientSettings {
             breaker: BreakerSettings::default(),
             elicitation: ElicitationPolicy::default(),
             declare_roots: false,
+            era: EraChoice::Auto,
+            discover_timeout: Duration::from_secs(5),
         }
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use maljan_breaker::CallGuard;
 use maljan_ledger::{CallScope, Ledger};
 
-use crate::{Job, ProgressReporter, TraceParent, TransferProgress};
+use crate::{Job, KnownEras, ProgressReporter, TraceParent, TransferProgress};
 
 /// What a connection works with besides its settings: the ledger its calls go to, the job
 /// they belong to, and where transfer progress is shown. Several connections share them.
@@ -28,9 +28,22 @@ pub struct ConnectionContext {
     progress: Option<ProgressReporter>,
     call_guard: Option<Arc<CallGuard>>,
     trace: Option<TraceParent>,
+    known_eras: Arc<KnownEras>,
 }
 
 impl ConnectionContext {
+    /// Connections that share what they learn of each HTTP origin's era (clones of one
+    /// context already do).
+    pub fn with_known_eras(mut self, known: Arc<KnownEras>) -> Self {
+        self.known_eras = known;
+        self
+    }
+
+    /// The era each HTTP origin was found to speak.
+    pub fn known_eras(&self) -> &Arc<KnownEras> {
+        &self.known_eras
+    }
+
     /// Calls recorded in `ledger`.
     pub fn with_ledger(mut self, ledger: Arc<Ledger>) -> Self {
         self.ledger = ledger;

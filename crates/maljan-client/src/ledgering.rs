@@ -1,11 +1,12 @@
 //! The ledger layer: every call that reaches it is recorded, whatever happened to it
 //! (strings over 64 KiB, such as file chunks, recorded by their length only).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Instant, SystemTime};
 
 use maljan_ledger::{CallRecord, CallScope, Ledger};
 use maljan_mcp_proto::maljan::{ToolAnswer, ToolFailure};
+use maljan_mcp_proto::mcp::ProtocolVersion;
 use serde_json::Value;
 
 use crate::call::{CallService, Called, ToolCall};
@@ -38,6 +39,8 @@ pub(crate) struct Ledgered<S> {
     ledger: Arc<Ledger>,
     /// The job and run the calls belong to; each call names its step.
     scope: CallScope,
+    /// The protocol version agreed at setup.
+    protocol: OnceLock<ProtocolVersion>,
 }
 
 /// What the ledger keeps of a call before it goes out: its arguments as written and, when
@@ -84,7 +87,13 @@ impl<S> Ledgered<S> {
             server: server.into(),
             ledger,
             scope,
+            protocol: OnceLock::new(),
         }
+    }
+
+    /// Names `version`, agreed at setup, in each entry from now on.
+    pub(crate) fn set_protocol(&self, version: ProtocolVersion) {
+        let _ = self.protocol.set(version);
     }
 
     /// The layer below.
@@ -111,6 +120,7 @@ impl<S> Ledgered<S> {
         let record = CallRecord {
             scope,
             server: self.server.clone(),
+            protocol_version: self.protocol.get().map(|v| v.as_str().to_owned()),
             tool: recording.tool,
             arguments: recording.written,
             sent_arguments: recording.sent,

@@ -20,12 +20,12 @@ use crate::call::{CallOptions, CallService, CallTrace, ToolCall, not_an_object};
 use crate::card::ServerCard;
 use crate::ledgering::Ledgered;
 use crate::reach::ServerReach;
-use crate::setup::{ServerSetup, set_up};
+use crate::setup::{ServerSetup, SetupPlan, set_up};
 use crate::staging::Staged;
 use crate::timeout::Timeout;
 use crate::{
-    ClientError, ClientSettings, ConnectionContext, ServerConfig, ServerTransport, TakenFile,
-    TraceParent,
+    ClientError, ClientSettings, ConnectionContext, EraChoice, KnownEras, ServerConfig,
+    ServerTransport, TakenFile, TraceParent,
 };
 
 /// The environment variable naming a local server's staging directory (as the server kit
@@ -81,6 +81,7 @@ pub struct ServerConnection {
     setup: OnceLock<ServerSetup>,
     job_dir: Option<PathBuf>,
     trace: Option<TraceParent>,
+    known_eras: Arc<KnownEras>,
 }
 
 impl ToolCaller for ServerConnection {
@@ -193,6 +194,7 @@ impl ServerConnection {
         let notifications = transport.take_incoming();
         let job_dir = context.job().map(|job| job.dir().to_owned());
         let trace = context.trace().copied();
+        let known_eras = context.known_eras().clone();
         let place = ServerReach {
             server: name.clone(),
             remote: false,
@@ -224,6 +226,7 @@ impl ServerConnection {
             setup: OnceLock::new(),
             job_dir,
             trace,
+            known_eras,
         }
     }
 
@@ -264,22 +267,34 @@ impl ServerConnection {
             }
             *state = SetupState::Connecting;
         }
-        let capabilities = self
-            .settings
-            .server_requests(self.job_dir.as_deref())
-            .capabilities();
-        let result = set_up(
-            self.wire(),
-            &self.settings.client_info,
-            capabilities,
-            self.settings.setup_timeout,
-        )
-        .await;
+        let origin = self.wire().get_ref().origin();
+        let known_legacy = origin
+            .as_deref()
+            .and_then(|o| self.known_eras.get(o))
+            .is_some_and(|v| !v.is_modern());
+        let plan = SetupPlan {
+            client_info: &self.settings.client_info,
+            policy: self.settings.server_requests(self.job_dir.as_deref()),
+            wait: self.settings.setup_timeout,
+            era: match self.settings.era {
+                EraChoice::Auto if known_legacy => EraChoice::Legacy,
+                chosen => chosen,
+            },
+            discover_wait: self
+                .settings
+                .discover_timeout
+                .min(self.settings.setup_timeout),
+        };
+        let result = set_up(self.wire(), plan).await;
+        if let (Ok(setup), Some(origin)) = (&result, origin) {
+            self.known_eras.remember(&origin, setup.protocol);
+        }
         let mut state = lock(&self.state);
         match result {
             Ok(setup) => {
                 *state = SetupState::Connected;
                 self.wire().set_tool_waits(setup.tool_waits());
+                self.stack.get_ref().set_protocol(setup.protocol);
                 self.stack
                     .set_tools(setup.tools.iter().map(|t| t.name.clone()).collect());
                 Ok(self.setup.get_or_init(|| setup))

@@ -1,5 +1,6 @@
-//! Setting a server up, once: `initialize`, `notifications/initialized`, every `tools/list`
-//! page, then the `capabilities` manifest when the server offers it.
+//! Setting a server up, once: its era found by `server/discover` (modern) or `initialize`
+//! and `notifications/initialized` (legacy), every `tools/list` page, then the
+//! `capabilities` manifest when the server offers it.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -7,8 +8,9 @@ use std::time::Duration;
 use maljan_mcp_proto::jsonrpc::Reply;
 use maljan_mcp_proto::maljan::CapabilityManifest;
 use maljan_mcp_proto::mcp::{
-    Implementation, InitializeParams, InitializeResult, ListToolsParams, ListToolsResult,
-    ProtocolVersion, Tool, UnsupportedVersion, methods,
+    DiscoverResult, EraVerdict, Implementation, InitializeParams, InitializeResult,
+    ListToolsParams, ListToolsResult, ProtocolVersion, ServerRequestPolicy, Tool,
+    UnsupportedVersion, methods, modern_meta, read_discover_answer,
 };
 use maljan_mcp_transport::{OutgoingRequest, TransportFailure};
 use serde::Serialize;
@@ -16,7 +18,9 @@ use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use crate::EraChoice;
 use crate::call::{CallService, ToolCall};
+use crate::modern::ModernRequests;
 use crate::timeout::{Timeout, Unanswered};
 
 /// The most `tools/list` pages read in a setup: a server that pages for ever is refused.
@@ -92,6 +96,15 @@ pub enum SetupFailure {
     /// The tool list went on for ever.
     #[error("the tool list did not end within {0} pages")]
     EndlessToolList(usize),
+    /// The server is modern but speaks nothing this client can use.
+    #[error("{0}; use a server or client that share a protocol version")]
+    Unusable(String),
+    /// The configuration asks for the modern era and the server does not speak it.
+    #[error(
+        "the server does not speak the modern era (2026-07-28), and the configuration asks \
+         for it (era = \"modern\"); set era = \"auto\" to speak the legacy era to it"
+    )]
+    NotModern,
 }
 
 /// A failed setup step, and why.
@@ -133,32 +146,154 @@ fn params<P: Serialize>(params: &P) -> Option<Value> {
     serde_json::to_value(params).ok()
 }
 
-/// Sets the server behind `wire` up, each request waiting up to `wait`.
-pub(crate) async fn set_up(
+/// How a setup goes: who the client is, what it declares, how long each step waits and
+/// which era it speaks.
+#[derive(Debug)]
+pub(crate) struct SetupPlan<'a> {
+    pub(crate) client_info: &'a Implementation,
+    /// How the server's requests (and, in the modern era, its requests for input) are
+    /// answered; its capabilities are declared.
+    pub(crate) policy: ServerRequestPolicy,
+    /// How long each setup request waits.
+    pub(crate) wait: Duration,
+    /// Which era to speak.
+    pub(crate) era: EraChoice,
+    /// How long `server/discover` waits before the server is taken as legacy.
+    pub(crate) discover_wait: Duration,
+}
+
+/// Who the server is and how to use it, from `server/discover` or `initialize`.
+struct Agreed {
+    protocol: ProtocolVersion,
+    server_info: Implementation,
+    instructions: Option<String>,
+}
+
+/// Asks `server/discover` in `version`: the answer, or none (no answer within the wait, or
+/// an HTTP refusal without a JSON-RPC body).
+async fn discover(
     wire: &Timeout,
-    client_info: &Implementation,
-    capabilities: Map<String, Value>,
-    wait: Duration,
-) -> Result<ServerSetup, StepFailure> {
-    let transport = wire.get_ref();
+    plan: &SetupPlan<'_>,
+    version: &str,
+) -> Result<Option<Reply>, StepFailure> {
+    let meta = modern_meta(version, &plan.policy.capabilities(), plan.client_info);
+    let request = OutgoingRequest::new(
+        methods::SERVER_DISCOVER,
+        Some(Value::Object(Map::from_iter([(
+            "_meta".to_owned(),
+            Value::Object(meta),
+        )]))),
+    );
+    // Not cancelled when given up: a legacy server may not be sent anything but ping
+    // before initialize.
+    match wire.request(request, plan.discover_wait, false).await {
+        Ok(reply) => Ok(Some(reply)),
+        Err(Unanswered::TimedOut(_)) => Ok(None),
+        Err(Unanswered::Failed(failure)) if failure.is_refused() => Ok(None),
+        Err(Unanswered::Failed(failure)) => {
+            Err((methods::SERVER_DISCOVER, SetupFailure::Transport(failure)))
+        }
+    }
+}
+
+/// Finds the server's era by the digest's rules: `server/discover` first; a discover result
+/// with our modern version, or a recognized modern error, is modern (`-32022` is asked
+/// again, once, with the version it lists); any other answer, or none, is legacy. `Ok(None)`
+/// is legacy.
+async fn probe(
+    wire: &Timeout,
+    plan: &SetupPlan<'_>,
+) -> Result<Option<DiscoverResult>, StepFailure> {
+    let mut version = ProtocolVersion::MODERN.as_str().to_owned();
+    for attempt in 0..2 {
+        let answer = discover(wire, plan, &version).await?;
+        match read_discover_answer(answer.as_ref()) {
+            EraVerdict::Modern(result) => return Ok(Some(result)),
+            EraVerdict::RetryWith(listed) if attempt == 0 => version = listed,
+            EraVerdict::RetryWith(_) => break,
+            EraVerdict::Unusable { reason } => {
+                return Err((methods::SERVER_DISCOVER, SetupFailure::Unusable(reason)));
+            }
+            _ => return Ok(None),
+        }
+    }
+    Err((
+        methods::SERVER_DISCOVER,
+        SetupFailure::Unusable(format!(
+            "the server refused version {version} twice, though it lists it as supported"
+        )),
+    ))
+}
+
+/// The legacy era's handshake: `initialize`, then `notifications/initialized`.
+async fn initialize(wire: &Timeout, plan: &SetupPlan<'_>) -> Result<Agreed, StepFailure> {
     let init: InitializeResult = step(
         methods::INITIALIZE,
         wire,
         OutgoingRequest::new(
             methods::INITIALIZE,
-            params(&InitializeParams::new(client_info.clone()).with_capabilities(capabilities)),
+            params(
+                &InitializeParams::new(plan.client_info.clone())
+                    .with_capabilities(plan.policy.capabilities()),
+            ),
         ),
-        wait,
+        plan.wait,
         "an InitializeResult",
     )
     .await?;
     let protocol = ProtocolVersion::parse(&init.protocol_version)
         .map_err(|e| (methods::INITIALIZE, SetupFailure::from(e)))?;
+    let transport = wire.get_ref();
     transport.set_protocol(protocol);
     transport
         .notify(methods::INITIALIZED, None)
         .await
         .map_err(|e| (methods::INITIALIZED, SetupFailure::Transport(e)))?;
+    Ok(Agreed {
+        protocol,
+        server_info: init.server_info,
+        instructions: init.instructions,
+    })
+}
+
+/// Agrees on an era and a version with the server behind `wire`.
+async fn agree(wire: &Timeout, plan: &SetupPlan<'_>) -> Result<Agreed, StepFailure> {
+    let discovered = match plan.era {
+        EraChoice::Legacy => None,
+        EraChoice::Auto | EraChoice::Modern => probe(wire, plan).await?,
+    };
+    let Some(result) = discovered else {
+        if plan.era == EraChoice::Modern {
+            return Err((methods::SERVER_DISCOVER, SetupFailure::NotModern));
+        }
+        return initialize(wire, plan).await;
+    };
+    let protocol = ProtocolVersion::MODERN;
+    wire.set_modern(ModernRequests::new(
+        protocol,
+        plan.client_info,
+        plan.policy.clone(),
+    ));
+    wire.get_ref().set_protocol(protocol);
+    Ok(Agreed {
+        protocol,
+        server_info: result.server_info().unwrap_or_else(|| Implementation {
+            name: "(the server did not say)".to_owned(),
+            version: String::new(),
+            title: None,
+        }),
+        instructions: result.instructions,
+    })
+}
+
+/// Sets the server behind `wire` up by `plan`.
+pub(crate) async fn set_up(
+    wire: &Timeout,
+    plan: SetupPlan<'_>,
+) -> Result<ServerSetup, StepFailure> {
+    let transport = wire.get_ref();
+    let wait = plan.wait;
+    let agreed = agree(wire, &plan).await?;
 
     let mut tools = Vec::new();
     let mut cursor = None;
@@ -203,9 +338,9 @@ pub(crate) async fn set_up(
         (None, None)
     };
     Ok(ServerSetup {
-        protocol,
-        server_info: init.server_info,
-        instructions: init.instructions,
+        protocol: agreed.protocol,
+        server_info: agreed.server_info,
+        instructions: agreed.instructions,
         tools,
         manifest,
         manifest_error,

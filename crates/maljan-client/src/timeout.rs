@@ -6,12 +6,17 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use maljan_mcp_proto::jsonrpc::Reply;
-use maljan_mcp_proto::maljan::{ErrorCode, ToolAnswer, ToolFailure};
-use maljan_mcp_proto::mcp::{CallToolParams, CallToolResult, CancelledParams, methods};
-use maljan_mcp_transport::{OutgoingRequest, Transport, TransportFailure};
+use maljan_mcp_proto::maljan::{ErrorCode, ToolAnswer, ToolFailure, is_platform_primitive};
+use maljan_mcp_proto::mcp::{
+    CallToolParams, CallToolResult, CancelledParams, InputRequired, ResultKind, methods,
+    read_result_kind,
+};
+use maljan_mcp_transport::{OutgoingRequest, Transport, TransportFailure, TransportKind};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::call::{CallService, Called, ToolCall, not_an_object};
+use crate::modern::{MAX_INPUT_ROUNDS, ModernRequests};
 
 /// Why a request got no reply to read.
 #[derive(Debug)]
@@ -28,6 +33,8 @@ pub(crate) struct Timeout {
     transport: Box<dyn Transport>,
     default_wait: Duration,
     tool_waits: OnceLock<HashMap<String, Duration>>,
+    /// Set once the server is known to speak the modern era.
+    modern: OnceLock<ModernRequests>,
 }
 
 impl Timeout {
@@ -37,6 +44,7 @@ impl Timeout {
             transport,
             default_wait,
             tool_waits: OnceLock::new(),
+            modern: OnceLock::new(),
         }
     }
 
@@ -53,6 +61,11 @@ impl Timeout {
     /// Sets each tool's own timeout (a manifest's `timeout_s`), once.
     pub(crate) fn set_tool_waits(&self, waits: HashMap<String, Duration>) {
         let _ = self.tool_waits.set(waits);
+    }
+
+    /// From now on every request follows the modern era's rules, once.
+    pub(crate) fn set_modern(&self, modern: ModernRequests) {
+        let _ = self.modern.set(modern);
     }
 
     /// How long a call to `tool` waits.
@@ -73,6 +86,10 @@ impl Timeout {
         cancellable: bool,
     ) -> Result<Reply, Unanswered> {
         let method = request.method().to_owned();
+        let request = match self.modern.get() {
+            Some(modern) => modern.stamp(request),
+            None => request,
+        };
         let pending = self
             .transport
             .send_request(request)
@@ -82,7 +99,11 @@ impl Timeout {
         match tokio::time::timeout(wait, pending).await {
             Ok(reply) => reply.map_err(Unanswered::Failed),
             Err(_) => {
-                if cancellable && method != methods::INITIALIZE {
+                // A modern HTTP request is cancelled by closing its stream, which dropping
+                // its reply did; the era sends no notifications over HTTP.
+                let closed_is_cancelled = self.modern.get().is_some()
+                    && self.transport.kind() == TransportKind::StreamableHttp;
+                if cancellable && method != methods::INITIALIZE && !closed_is_cancelled {
                     let cancel = CancelledParams {
                         request_id: id,
                         reason: Some(format!("no answer within {} s", wait.as_secs_f64())),
@@ -95,6 +116,58 @@ impl Timeout {
                 Err(Unanswered::TimedOut(wait))
             }
         }
+    }
+
+    /// A tool's result, read by Maljan's rules.
+    fn read_result(&self, tool: &str, raw: &RawValue) -> ToolAnswer {
+        match serde_json::from_str::<CallToolResult>(raw.get()) {
+            Ok(result) => ToolAnswer::from_result(result),
+            Err(e) => ToolAnswer::failed(ToolFailure::new(
+                ErrorCode::InvalidAnswer,
+                format!(
+                    "server {} answered {tool} with something that is not a tool result: {e}",
+                    self.transport.server(),
+                ),
+                Some("report this to the server's authors".to_owned()),
+            )),
+        }
+    }
+
+    /// The call's params asked again with the answers to `input` and its state echoed; a
+    /// failure when this client does not give what the server asks.
+    fn answer_input(
+        &self,
+        tool: &str,
+        mut params: Value,
+        input: &InputRequired,
+    ) -> Result<Value, ToolFailure> {
+        let modern = self
+            .modern
+            .get()
+            .expect("only modern calls are asked for input");
+        let answers = modern.answer(input).map_err(|refused| {
+            ToolFailure::new(
+                ErrorCode::InputRequired,
+                format!(
+                    "server {} asked for input to {tool} that this client does not give: \
+                     {refused}",
+                    self.transport.server()
+                ),
+                Some(
+                    "set the client's elicitation policy or roots in [core.mcp], or make the \
+                     tool work without the input"
+                        .to_owned(),
+                ),
+            )
+        })?;
+        if let Value::Object(fields) = &mut params {
+            fields.insert("inputResponses".to_owned(), Value::Object(answers));
+            match &input.request_state {
+                Some(state) => fields.insert("requestState".to_owned(), state.clone()),
+                None => fields.remove("requestState"),
+            };
+        }
+        Ok(params)
     }
 
     /// The answer a call without a usable reply gets.
@@ -158,27 +231,63 @@ impl CallService for Timeout {
         };
         // The arguments move into the request and are dropped once written, before the
         // wait: a file chunk is not held twice while its call is in flight.
-        let params = CallToolParams {
+        let mut params = CallToolParams {
             name: call.tool.clone(),
             arguments: Some(arguments),
             meta: call.meta,
-        };
-        let request = OutgoingRequest::new(methods::TOOLS_CALL, Some(params.into_value()));
-        let answer = match self.request(request, wait, true).await {
-            Ok(Reply::Result(raw)) => match serde_json::from_str::<CallToolResult>(raw.get()) {
-                Ok(result) => ToolAnswer::from_result(result),
-                Err(e) => ToolAnswer::failed(ToolFailure::new(
-                    ErrorCode::InvalidAnswer,
-                    format!(
-                        "server {} answered {} with something that is not a tool result: {e}",
-                        self.transport.server(),
-                        call.tool
-                    ),
-                    Some("report this to the server's authors".to_owned()),
-                )),
-            },
-            Ok(Reply::Error(error)) => ToolAnswer::from_rpc_error(&error),
-            Err(unanswered) => self.unanswered(&call.tool, unanswered),
+        }
+        .into_value();
+        let mut rounds = 0;
+        let answer = loop {
+            // A modern call may be answered input_required and asked again, so its params
+            // are kept past their sending; not a platform primitive's (a file chunk is not
+            // held twice), which may not ask for input.
+            let retained = (self.modern.get().is_some() && !is_platform_primitive(&call.tool))
+                .then(|| params.clone());
+            let request = OutgoingRequest::new(methods::TOOLS_CALL, Some(params));
+            let raw = match self.request(request, wait, true).await {
+                Ok(Reply::Result(raw)) => raw,
+                Ok(Reply::Error(error)) => break ToolAnswer::from_rpc_error(&error),
+                Err(unanswered) => break self.unanswered(&call.tool, unanswered),
+            };
+            let Some(retained) = retained else {
+                break self.read_result(&call.tool, &raw);
+            };
+            match read_result_kind(&raw) {
+                Ok(ResultKind::InputRequired(input)) if rounds < MAX_INPUT_ROUNDS => {
+                    rounds += 1;
+                    match self.answer_input(&call.tool, retained, &input) {
+                        Ok(again) => params = again,
+                        Err(failure) => break ToolAnswer::failed(failure),
+                    }
+                }
+                Ok(ResultKind::InputRequired(_)) => {
+                    break ToolAnswer::failed(ToolFailure::new(
+                        ErrorCode::InputRequired,
+                        format!(
+                            "server {} still asked for input after {MAX_INPUT_ROUNDS} rounds \
+                             of {}",
+                            self.transport.server(),
+                            call.tool
+                        ),
+                        Some("report this to the server's authors".to_owned()),
+                    ));
+                }
+                Ok(ResultKind::Complete) | Err(_) => break self.read_result(&call.tool, &raw),
+                Ok(other) => {
+                    let kind = other.as_str();
+                    break ToolAnswer::failed(ToolFailure::new(
+                        ErrorCode::InvalidAnswer,
+                        format!(
+                            "server {} answered {} with a result of type {kind:?}, which \
+                             this client did not ask for",
+                            self.transport.server(),
+                            call.tool
+                        ),
+                        Some("report this to the server's authors".to_owned()),
+                    ));
+                }
+            }
         };
         Called {
             answer,

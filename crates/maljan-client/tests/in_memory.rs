@@ -37,10 +37,16 @@ fn scripted(
                         .as_ref()
                         .and_then(|p| serde_json::from_str(p.get()).ok())
                         .unwrap_or(Value::Null);
-                    if let Some(result) = script(&request, &params) {
-                        let line = json!({"jsonrpc": "2.0", "id": request.id, "result": result});
-                        let _ = server_write.write_all(format!("{line}\n").as_bytes()).await;
-                    }
+                    let line = match script(&request, &params) {
+                        Some(result) => {
+                            json!({"jsonrpc": "2.0", "id": request.id, "result": result})
+                        }
+                        // A legacy server, as the SDKs write them, refuses what it does not know.
+                        None if request.method == "server/discover" => json!({"jsonrpc": "2.0",
+                            "id": request.id, "error": {"code": -32601, "message": "not found"}}),
+                        None => continue,
+                    };
+                    let _ = server_write.write_all(format!("{line}\n").as_bytes()).await;
                 }
                 DecodedLine::Message(Message::Notification(n)) => {
                     seen.lock().expect("lock").push(format!(
@@ -194,7 +200,7 @@ async fn a_call_waits_the_manifest_timeout_then_cancels_on_the_server() {
     let seen = notifications.lock().expect("lock").clone();
     assert!(
         seen.iter()
-            .any(|n| n.starts_with("notifications/cancelled") && n.contains("\"requestId\":6")),
+            .any(|n| n.starts_with("notifications/cancelled") && n.contains("\"requestId\":7")),
         "{seen:?}"
     );
 }

@@ -2,7 +2,7 @@
 //! over stdio or HTTP, and the transport learns the agreed version and the end of setup.
 
 use maljan_client::{ClientSettings, ConnectionContext, ServerConnection};
-use maljan_mcp_proto::jsonrpc::{Message, Reply};
+use maljan_mcp_proto::jsonrpc::{ErrorObject, Message, Reply};
 use maljan_mcp_proto::mcp::ProtocolVersion;
 use maljan_mcp_transport::memory::{self, MemoryPeer};
 use serde_json::{Value, json};
@@ -20,6 +20,14 @@ async fn serve(mut peer: MemoryPeer) -> MemoryPeer {
         let params: Value = request.params.as_ref().map_or(Value::Null, |p| {
             serde_json::from_str(p.get()).expect("JSON")
         });
+        if request.method == "server/discover" {
+            // A legacy server refuses the method it does not know.
+            peer.answer(
+                &request.id,
+                Reply::Error(ErrorObject::new(-32601, "method not found")),
+            );
+            continue;
+        }
         let result = match request.method.as_str() {
             "initialize" => json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
                 "serverInfo": {"name": "memory", "version": "1"}}),
@@ -61,9 +69,10 @@ async fn setup_and_a_call_go_through_the_stack_over_memory() {
     assert!(peer.setup_ended(), "the transport was told setup is over");
     let card = connection.card().expect("card");
     assert_eq!(card.transport, "memory");
+    assert_eq!(card.era, "legacy");
     assert_eq!(
-        card.stdout.messages, 3,
-        "initialize, tools/list and the call's answers"
+        card.stdout.messages, 4,
+        "server/discover's refusal, then initialize, tools/list and the call's answers"
     );
     let report = connection.close().await;
     assert!(report.status.is_none());

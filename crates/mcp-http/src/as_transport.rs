@@ -78,6 +78,10 @@ impl Transport for HttpTransport {
     /// `notifications/initialized` was accepted.
     fn end_setup(&self) {}
 
+    fn origin(&self) -> Option<String> {
+        HttpTransport::origin(self)
+    }
+
     fn counts(&self) -> TransportCounts {
         let counts = HttpTransport::counts(self);
         TransportCounts {

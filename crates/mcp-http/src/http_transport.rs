@@ -2,6 +2,8 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use base64::Engine;
+use base64::prelude::BASE64_STANDARD;
 use futures::StreamExt;
 use maljan_mcp_proto::json_writer::request_line;
 use maljan_mcp_proto::jsonrpc::{
@@ -19,6 +21,10 @@ use crate::{DEFAULT_MAX_EVENT_BYTES, HttpError, SseItem, SseParser};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
+const METHOD_HEADER: &str = "mcp-method";
+const NAME_HEADER: &str = "mcp-name";
+/// The `_meta` key that makes a request one of the modern era.
+const VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
 const LAST_EVENT_ID: &str = "last-event-id";
 /// How many times a cut reply stream is resumed before giving up.
 const MAX_RESUMES: u32 = 5;
@@ -200,6 +206,21 @@ impl HttpTransport {
         *lock(&self.state.protocol_version) = Some(version.to_owned());
     }
 
+    /// The endpoint's origin, `scheme://host:port` (the default port included), when its
+    /// URL has a host.
+    ///
+    /// ```
+    /// use maljan_mcp_http::{HttpConfig, HttpTransport};
+    /// let t = HttpTransport::new(HttpConfig::new("r", "https://user:pw@example.org/mcp")).unwrap();
+    /// assert_eq!(t.origin().as_deref(), Some("https://example.org:443"));
+    /// ```
+    pub fn origin(&self) -> Option<String> {
+        let url = reqwest::Url::parse(&self.state.config.url).ok()?;
+        let host = url.host_str()?;
+        let port = url.port_or_known_default()?;
+        Some(format!("{}://{host}:{port}", url.scheme()))
+    }
+
     /// What replies held so far.
     pub fn counts(&self) -> HttpCounts {
         *lock(&self.state.counts)
@@ -228,6 +249,11 @@ impl HttpTransport {
     }
 
     fn post(&self, body: Vec<u8>) -> reqwest::RequestBuilder {
+        self.post_as(body, None)
+    }
+
+    /// A POST of `body`; a modern request's headers say its version, method and name.
+    fn post_as(&self, body: Vec<u8>, modern: Option<&ModernHeaders>) -> reqwest::RequestBuilder {
         let mut request = self
             .state
             .client
@@ -238,8 +264,20 @@ impl HttpTransport {
         if let Some(session) = self.session_id() {
             request = request.header(SESSION_HEADER, session);
         }
-        if let Some(version) = lock(&self.state.protocol_version).clone() {
-            request = request.header(VERSION_HEADER, version);
+        match modern {
+            Some(modern) => {
+                request = request
+                    .header(VERSION_HEADER, &modern.version)
+                    .header(METHOD_HEADER, &modern.method);
+                if let Some(name) = &modern.name {
+                    request = request.header(NAME_HEADER, name);
+                }
+            }
+            None => {
+                if let Some(version) = lock(&self.state.protocol_version).clone() {
+                    request = request.header(VERSION_HEADER, version);
+                }
+            }
         }
         request
     }
@@ -303,7 +341,7 @@ impl HttpTransport {
             params,
         })
         .to_line();
-        self.request_body(body, id, method).await
+        self.request_body(body, id, method, None).await
     }
 
     /// [`request`](Self::request) with params as a JSON value, written straight into the
@@ -324,20 +362,32 @@ impl HttpTransport {
         method: &str,
         params: Value,
     ) -> Result<Reply, HttpError> {
+        let modern = ModernHeaders::of(method, &params);
         let body = request_line(&id, method, &params);
         drop(params);
-        self.request_body(body, id, method).await
+        self.request_body(body, id, method, modern).await
     }
 
-    /// POSTs a request's body and reads its response.
+    /// POSTs a request's body and reads its response. A modern request refused with a
+    /// JSON-RPC error in the body (400 with `-32022`, say) gets that error as its reply.
     async fn request_body(
         &self,
         body: Vec<u8>,
         id: RequestId,
         method: &str,
+        modern: Option<ModernHeaders>,
     ) -> Result<Reply, HttpError> {
         let mut wait = self.state.waiting.register(id);
-        let response = self.post_checked(body).await?;
+        let sent_session = self.session_id();
+        let response = self
+            .post_as(body, modern.as_ref())
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))?;
+        if modern.is_some() && response.status().is_client_error() {
+            return self.refused_modern(response).await;
+        }
+        let response = self.check_status(response, sent_session.as_deref()).await?;
         if method == methods::INITIALIZE
             && let Some(session) = response
                 .headers()
@@ -365,6 +415,23 @@ impl HttpTransport {
             Err(self.bad_reply(format!(
                 "the reply's content type is {content_type:?}, not JSON or an SSE stream"
             )))
+        }
+    }
+
+    /// A modern request's 4xx: the JSON-RPC error its body holds, else the status.
+    async fn refused_modern(&self, response: reqwest::Response) -> Result<Reply, HttpError> {
+        let status = response.status().as_u16();
+        let body = self.read_body(response).await.unwrap_or_default();
+        match decode_line(&body, false) {
+            DecodedLine::Message(Message::Error(ErrorResponse { error, .. })) => {
+                lock(&self.state.counts).messages += 1;
+                Ok(Reply::Error(error))
+            }
+            _ => Err(HttpError::Status {
+                server: self.server().to_owned(),
+                status,
+                body: String::from_utf8_lossy(&body).chars().take(200).collect(),
+            }),
         }
     }
 
@@ -703,6 +770,48 @@ impl HttpTransport {
     }
 }
 
+/// The headers a modern-era POST carries beside its body: the version its `_meta` names,
+/// the method, and the tool (or resource, or prompt) it names.
+#[derive(Debug)]
+struct ModernHeaders {
+    version: String,
+    method: String,
+    name: Option<String>,
+}
+
+impl ModernHeaders {
+    /// The headers of a request whose params name a protocol version in `_meta`; `None` for
+    /// a legacy request.
+    fn of(method: &str, params: &Value) -> Option<ModernHeaders> {
+        let version = params.get("_meta")?.get(VERSION_META)?.as_str()?;
+        let name = match method {
+            methods::TOOLS_CALL | "prompts/get" => params.get("name"),
+            "resources/read" => params.get("uri"),
+            _ => None,
+        }
+        .and_then(Value::as_str)
+        .map(header_safe);
+        Some(ModernHeaders {
+            version: version.to_owned(),
+            method: method.to_owned(),
+            name,
+        })
+    }
+}
+
+/// A value as a header may carry it: as written when it is visible ASCII (inner spaces
+/// allowed) and does not look like the wrapper, else `=?base64?…?=` around its UTF-8.
+fn header_safe(value: &str) -> String {
+    let visible = value.bytes().all(|b| (0x20..0x7f).contains(&b));
+    let padded = value.starts_with(' ') || value.ends_with(' ');
+    let wrapped = value.starts_with("=?") && value.ends_with("?=");
+    if visible && !padded && !wrapped {
+        value.to_owned()
+    } else {
+        format!("=?base64?{}?=", BASE64_STANDARD.encode(value))
+    }
+}
+
 /// Clears the listening flag when the GET stream's task ends, however it ends.
 struct ListeningFlag<'a>(&'a AtomicBool);
 
@@ -722,4 +831,45 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         source = s.source();
     }
     crate::redact_credentials(&text)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_modern_request_names_its_version_method_and_tool() {
+        let params = json!({"name": "file_info", "_meta": {VERSION_META: "2026-07-28"}});
+        let headers = ModernHeaders::of("tools/call", &params).expect("modern");
+        assert_eq!(
+            (headers.version.as_str(), headers.method.as_str()),
+            ("2026-07-28", "tools/call")
+        );
+        assert_eq!(headers.name.as_deref(), Some("file_info"));
+        let listing = ModernHeaders::of(
+            "tools/list",
+            &json!({"_meta": {VERSION_META: "2026-07-28"}}),
+        );
+        assert!(listing.expect("modern").name.is_none());
+        assert!(
+            ModernHeaders::of("tools/call", &json!({"name": "x"})).is_none(),
+            "legacy"
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn any_name_becomes_a_valid_header_that_says_it(name in "\\PC{0,40}") {
+            let sent = header_safe(&name);
+            prop_assert!(HeaderValue::try_from(sent.as_str()).is_ok(), "{sent:?}");
+            let said = match sent.strip_prefix("=?base64?").and_then(|v| v.strip_suffix("?=")) {
+                Some(encoded) => String::from_utf8(BASE64_STANDARD.decode(encoded).unwrap()).unwrap(),
+                None => sent.clone(),
+            };
+            prop_assert_eq!(said, name);
+        }
+    }
 }

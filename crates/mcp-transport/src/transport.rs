@@ -189,6 +189,12 @@ pub trait Transport: fmt::Debug + Send + Sync {
     /// What the connection received so far.
     fn counts(&self) -> TransportCounts;
 
+    /// The server's origin (`scheme://host:port`) for a transport that reaches it over a
+    /// network: what the era it speaks is remembered under. `None` for a process of its own.
+    fn origin(&self) -> Option<String> {
+        None
+    }
+
     /// The server's process id, when this transport started it.
     fn server_pid(&self) -> Option<u32> {
         None

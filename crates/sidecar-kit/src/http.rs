@@ -18,13 +18,16 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use base64::Engine;
+use base64::prelude::BASE64_STANDARD;
 use maljan_mcp_proto::jsonrpc::{
     DecodedLine, ErrorObject, ErrorResponse, Message, Request, RequestId, decode_line, error_codes,
 };
-use maljan_mcp_proto::mcp::{CancelledParams, methods};
+use maljan_mcp_proto::mcp::{CancelledParams, MODERN_VERSION, methods, modern_error_codes};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use crate::era::{self, RequestEra};
 use crate::job::lock;
 use crate::server::{Answer, InFlight, encode, error_reply};
 use crate::tool::Cancellation;
@@ -128,6 +131,8 @@ struct HttpState {
     options: HttpOptions,
     loopback: bool,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
+    /// The job directory of modern-era requests, once one needed it.
+    modern_job: Mutex<Option<Arc<JobDir>>>,
 }
 
 /// A session id from the operating system's randomness: 128 bits in hex.
@@ -288,11 +293,149 @@ async fn handle_post(
             );
         }
     };
-    if let Message::Request(request) = &message
-        && request.method == methods::INITIALIZE
-    {
-        return initialize(&state, request.clone());
+    if let Message::Request(request) = message {
+        if request.method == methods::INITIALIZE {
+            return initialize(&state, request);
+        }
+        let discover = request.method == methods::SERVER_DISCOVER;
+        match era::request_era(request.params.as_deref(), discover) {
+            Ok(RequestEra::Legacy) => {
+                return legacy_post(&state, &headers, Message::Request(request)).await;
+            }
+            Ok(RequestEra::Modern) => return modern_post(&state, &headers, request).await,
+            Err(refusal) => {
+                return json_response(
+                    StatusCode::BAD_REQUEST,
+                    encode(&Message::Error(ErrorResponse {
+                        id: Some(request.id),
+                        error: refusal,
+                    })),
+                );
+            }
+        }
     }
+    legacy_post(&state, &headers, message).await
+}
+
+/// The header a modern POST names its version in, its method and its tool.
+const VERSION_HEADER: &str = "mcp-protocol-version";
+const METHOD_HEADER: &str = "mcp-method";
+const NAME_HEADER: &str = "mcp-name";
+
+/// The methods a modern request may name here; any other is 404 with `-32601`.
+const MODERN_METHODS: [&str; 3] = [
+    methods::SERVER_DISCOVER,
+    methods::TOOLS_LIST,
+    methods::TOOLS_CALL,
+];
+
+/// A header's value as sent; `=?base64?…?=` decoded.
+fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
+    let value = headers.get(name)?.to_str().ok()?;
+    match value
+        .strip_prefix("=?base64?")
+        .and_then(|v| v.strip_suffix("?="))
+    {
+        Some(encoded) => BASE64_STANDARD
+            .decode(encoded)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok()),
+        None => Some(value.to_owned()),
+    }
+}
+
+/// A modern request: stateless, its headers matching its body, its calls run in the job
+/// directory modern requests share.
+async fn modern_post(state: &Arc<HttpState>, headers: &HeaderMap, request: Request) -> Response {
+    let mismatch = |detail: String| {
+        error_response(
+            StatusCode::BAD_REQUEST,
+            Some(request.id.clone()),
+            modern_error_codes::HEADER_MISMATCH,
+            detail,
+        )
+    };
+    if header_text(headers, VERSION_HEADER).as_deref() != Some(MODERN_VERSION) {
+        return mismatch(format!(
+            "the MCP-Protocol-Version header must be {MODERN_VERSION:?}, as in _meta"
+        ));
+    }
+    if header_text(headers, METHOD_HEADER).as_deref() != Some(request.method.as_str()) {
+        return mismatch(format!(
+            "the Mcp-Method header must be {:?}, the body's method",
+            request.method
+        ));
+    }
+    if !MODERN_METHODS.contains(&request.method.as_str()) {
+        return error_response(
+            StatusCode::NOT_FOUND,
+            Some(request.id),
+            error_codes::METHOD_NOT_FOUND,
+            format!("this server does not serve {}", request.method),
+        );
+    }
+    if request.method != methods::TOOLS_CALL {
+        return match state.server.answer(request) {
+            Answer::Line(line) => json_response(StatusCode::OK, line),
+            Answer::Call(id, _) => error_response(
+                StatusCode::BAD_REQUEST,
+                Some(id),
+                error_codes::INVALID_REQUEST,
+                "not a tool call".to_owned(),
+            ),
+        };
+    }
+    let Some(name) = header_text(headers, NAME_HEADER) else {
+        return mismatch("a tools/call needs the Mcp-Name header, naming its tool".to_owned());
+    };
+    let (id, params) = match state.server.answer(request) {
+        Answer::Call(id, params) => (id, params),
+        Answer::Line(line) => return json_response(StatusCode::OK, line),
+    };
+    let job = match modern_job(state) {
+        Ok(job) => job,
+        Err(e) => {
+            return error_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                Some(id),
+                error_codes::INTERNAL_ERROR,
+                format!("no job directory could be made: {e}"),
+            );
+        }
+    };
+    let cancellation = Cancellation::default();
+    // The era cancels a call by closing its stream: axum then drops this future.
+    let _client_gone = CancelOnDrop(cancellation.clone());
+    let call = state
+        .server
+        .clone()
+        .call_named(id.clone(), params, job, cancellation, Some(name));
+    match tokio::spawn(call).await {
+        Ok(Ok(line)) => json_response(StatusCode::OK, line),
+        Ok(Err((_, refusal))) => json_response(StatusCode::BAD_REQUEST, refusal),
+        Err(_) => error_response(
+            StatusCode::OK,
+            Some(id),
+            error_codes::INTERNAL_ERROR,
+            "the call was cancelled".to_owned(),
+        ),
+    }
+}
+
+/// The job directory every modern request shares (the era has no sessions), made at the
+/// first call that needs one and removed when serving ends.
+fn modern_job(state: &HttpState) -> io::Result<Arc<JobDir>> {
+    let mut job = lock(&state.modern_job);
+    if let Some(job) = job.as_ref() {
+        return Ok(job.clone());
+    }
+    let made = JobDir::temporary()?;
+    *job = Some(made.clone());
+    Ok(made)
+}
+
+/// A legacy message: under the session its `Mcp-Session-Id` names.
+async fn legacy_post(state: &Arc<HttpState>, headers: &HeaderMap, message: Message) -> Response {
     let Some(session_id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
         return error_response(
             StatusCode::BAD_REQUEST,
@@ -411,6 +554,12 @@ async fn handle_delete(State(state): State<Arc<HttpState>>, headers: HeaderMap) 
     if let Some(refusal) = caller_refusal(&state, &headers) {
         return refusal;
     }
+    if headers.get(SESSION_HEADER).is_none()
+        && header_text(&headers, VERSION_HEADER).as_deref() == Some(MODERN_VERSION)
+    {
+        // The modern era has no sessions to end.
+        return StatusCode::METHOD_NOT_ALLOWED.into_response();
+    }
     let removed = headers
         .get(SESSION_HEADER)
         .and_then(|v| v.to_str().ok())
@@ -481,6 +630,13 @@ impl Server {
     /// session past [`HttpOptions::max_sessions`] (503). The GET stream is not offered (405);
     /// request bodies are bounded by [`MAX_REQUEST_BYTES`]. A client that goes away cancels
     /// its call.
+    ///
+    /// Both eras are served. A request whose `_meta` names a protocol version is modern:
+    /// stateless, without a session; its `MCP-Protocol-Version`, `Mcp-Method` and (for
+    /// `tools/call`) `Mcp-Name` headers must match its body (400 with `-32020`), its `_meta`
+    /// must hold every required key (400 with `-32602`) for 2026-07-28 (400 with `-32022`),
+    /// and a method not served is 404 with `-32601`. Modern calls share one job directory,
+    /// the era having no sessions to give each its own; a DELETE in the modern era is 405.
     pub async fn serve_http_with(
         self,
         listener: tokio::net::TcpListener,
@@ -504,6 +660,7 @@ impl Server {
             options,
             loopback,
             sessions: Mutex::default(),
+            modern_job: Mutex::default(),
         });
         let expiry = tokio::spawn(expire_idle_sessions(state.clone()));
         let app = Router::new()
@@ -522,6 +679,9 @@ impl Server {
         let sessions: Vec<Arc<Session>> = lock(&state.sessions).drain().map(|(_, s)| s).collect();
         for session in &sessions {
             end_session(session);
+        }
+        if let Some(job) = lock(&state.modern_job).take() {
+            job.remove_now();
         }
         served
     }

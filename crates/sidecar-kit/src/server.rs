@@ -13,7 +13,7 @@ use maljan_mcp_proto::jsonrpc::{
 use maljan_mcp_proto::maljan::{CapabilityManifest, ErrorCode, ToolFailure};
 use maljan_mcp_proto::mcp::{
     CancelledParams, Implementation, InitializeParams, InitializeResult, ListToolsResult,
-    ProtocolVersion, Tool, methods,
+    ProtocolVersion, Tool, methods, modern_error_codes,
 };
 use maljan_mcp_stdio::{ClassifierConfig, Event, LineClassifier};
 use serde_json::value::RawValue;
@@ -444,15 +444,31 @@ impl Server {
         job: Arc<JobDir>,
         cancellation: Cancellation,
     ) -> Vec<u8> {
+        match self.call_named(id, params, job, cancellation, None).await {
+            Ok(line) | Err((_, line)) => line,
+        }
+    }
+
+    /// [`call`](Self::call), refusing a call whose tool is not `expected` (a modern HTTP
+    /// request's `Mcp-Name` header) with `-32020`: `Err` holds the named tool and the
+    /// refusal. The call's params are read once, whatever their size.
+    pub(crate) async fn call_named(
+        self: Arc<Self>,
+        id: RequestId,
+        params: Box<RawValue>,
+        job: Arc<JobDir>,
+        cancellation: Cancellation,
+        expected: Option<String>,
+    ) -> Result<Vec<u8>, (String, Vec<u8>)> {
         let reply_id = id.clone();
-        let call = move || self.call_blocking(id, &params, job, cancellation);
+        let call = move || self.call_blocking(id, &params, job, cancellation, expected.as_deref());
         match tokio::task::spawn_blocking(call).await {
-            Ok(line) => line,
-            Err(_) => encode(&error_reply(
+            Ok(outcome) => outcome,
+            Err(_) => Ok(encode(&error_reply(
                 reply_id,
                 error_codes::INTERNAL_ERROR,
                 "the call was stopped".to_owned(),
-            )),
+            ))),
         }
     }
 
@@ -470,11 +486,31 @@ impl Server {
         params: &RawValue,
         job: Arc<JobDir>,
         cancellation: Cancellation,
-    ) -> Vec<u8> {
+        expected: Option<&str>,
+    ) -> Result<Vec<u8>, (String, Vec<u8>)> {
         let Some(call) = ToolCall::read(params.get(), self.chunk_tool()) else {
-            return invalid_call_params(id);
+            return Ok(invalid_call_params(id));
         };
         let name = call.name().to_owned();
+        if let Some(expected) = expected.filter(|e| *e != name) {
+            let refusal = encode(&error_reply(
+                id,
+                modern_error_codes::HEADER_MISMATCH,
+                format!("the Mcp-Name header names {expected:?} and params.name {name:?}"),
+            ));
+            return Err((name, refusal));
+        }
+        Ok(self.run_tool(id, call, name, job, cancellation))
+    }
+
+    fn run_tool(
+        &self,
+        id: RequestId,
+        call: ToolCall<'_>,
+        name: String,
+        job: Arc<JobDir>,
+        cancellation: Cancellation,
+    ) -> Vec<u8> {
         if name == CAPABILITIES {
             return tool_reply(
                 &id,

@@ -48,7 +48,8 @@ async fn banners_log_lines_and_json_records_on_stdout_do_not_break_calls() {
     assert_eq!(printed, 5 + 2 * 6);
     let counts = server.counts();
     assert_eq!(counts.stray, printed);
-    assert_eq!(counts.messages, 6);
+    // server/discover's refusal (a legacy server), 2 setup answers and 4 tool answers.
+    assert_eq!(counts.messages, 7);
     assert_eq!(
         (counts.invalid, counts.oversized, counts.salvaged),
         (0, 0, 0)
@@ -147,8 +148,8 @@ async fn an_unanswered_call_is_cancelled_on_the_server() {
         Some(&ErrorCode::Unanswered)
     );
     let cancelled = server.call("cancelled", json!({})).await.expect("call");
-    // Request ids: 1 initialize, 2 tools/list, 3 the `never` call.
-    assert_eq!(cancelled.value["cancelled"], json!([3]));
+    // Request ids: 1 server/discover, 2 initialize, 3 tools/list, 4 the `never` call.
+    assert_eq!(cancelled.value["cancelled"], json!([4]));
     server.close().await;
 }
 

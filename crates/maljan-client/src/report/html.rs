@@ -118,10 +118,11 @@ pub(super) fn render(report: &RunReport) -> String {
             || "never set up".to_owned(),
             |c| {
                 escape(&format!(
-                    "{} {}, protocol {}, over {}, {} tools",
+                    "{} {}, protocol {} ({}), over {}, {} tools",
                     c.server_info.name,
                     c.server_info.version,
                     c.protocol_version,
+                    c.era,
                     c.transport,
                     c.tools.len()
                 ))

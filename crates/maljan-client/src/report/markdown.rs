@@ -68,10 +68,11 @@ pub(super) fn render(report: &RunReport) -> String {
             Some(card) => {
                 let _ = write!(
                     out,
-                    ": {} {}, protocol {}, over {}; {} tools",
+                    ": {} {}, protocol {} ({}), over {}; {} tools",
                     cell(&card.server_info.name),
                     cell(&card.server_info.version),
                     card.protocol_version,
+                    card.era,
                     card.transport,
                     card.tools.len()
                 );

@@ -36,6 +36,9 @@ pub enum ErrorCode {
     InvalidAnswer,
     /// The client's own: the server answered with a JSON-RPC error.
     RpcError,
+    /// The client's own: the server asked for input (a modern `input_required` result) that
+    /// this client does not give, or kept asking.
+    InputRequired,
     /// Any other code, as written.
     Other(String),
 }
@@ -56,6 +59,7 @@ impl ErrorCode {
             ErrorCode::ConnectionLost => "connection_lost",
             ErrorCode::InvalidAnswer => "invalid_answer",
             ErrorCode::RpcError => "rpc_error",
+            ErrorCode::InputRequired => "input_required",
             ErrorCode::Other(s) => s,
         }
     }
@@ -76,6 +80,7 @@ impl From<&str> for ErrorCode {
             "connection_lost" => ErrorCode::ConnectionLost,
             "invalid_answer" => ErrorCode::InvalidAnswer,
             "rpc_error" => ErrorCode::RpcError,
+            "input_required" => ErrorCode::InputRequired,
             other => ErrorCode::Other(other.to_owned()),
         }
     }

@@ -45,6 +45,30 @@ pub struct DiscoverResult {
     pub ttl_ms: u64,
     /// Who may share a cached result: `public` or `private`.
     pub cache_scope: String,
+    /// The result's metadata, where the server says who it is.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Map<String, Value>>,
+}
+
+/// The `_meta` key under which a modern result says which server answered.
+pub const SERVER_INFO_META: &str = "io.modelcontextprotocol/serverInfo";
+
+impl DiscoverResult {
+    /// Who the server says it is (`_meta["io.modelcontextprotocol/serverInfo"]`), when it
+    /// says so in a readable form: for display only.
+    ///
+    /// ```
+    /// use maljan_mcp_proto::mcp::DiscoverResult;
+    /// let result: DiscoverResult = serde_json::from_value(serde_json::json!({
+    ///     "supportedVersions": ["2026-07-28"], "ttlMs": 0, "cacheScope": "public",
+    ///     "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "kit", "version": "1"}}
+    /// })).unwrap();
+    /// assert_eq!(result.server_info().unwrap().name, "kit");
+    /// ```
+    pub fn server_info(&self) -> Option<Implementation> {
+        let info = self.meta.as_ref()?.get(SERVER_INFO_META)?;
+        serde_json::from_value(info.clone()).ok()
+    }
 }
 
 /// What the answer to `server/discover` says of the server's era.

@@ -2,6 +2,7 @@
 //! progress and logging.
 
 mod era;
+mod input_required;
 mod lifecycle;
 pub mod methods;
 mod notifications;
@@ -10,9 +11,10 @@ mod tools;
 mod version;
 
 pub use era::{
-    DiscoverResult, EraVerdict, MODERN_VERSION, modern_error_codes, modern_meta,
+    DiscoverResult, EraVerdict, MODERN_VERSION, SERVER_INFO_META, modern_error_codes, modern_meta,
     read_discover_answer,
 };
+pub use input_required::{InputRequest, InputRequired, ResultKind, read_result_kind};
 pub use lifecycle::{Implementation, InitializeParams, InitializeResult};
 pub use notifications::{CancelledParams, LoggingMessageParams, ProgressParams};
 pub use server_requests::{ClientRoot, ElicitationPolicy, ServerRequestPolicy};

@@ -153,9 +153,34 @@ impl ServerRequestPolicy {
             .params
             .as_ref()
             .and_then(|p| serde_json::from_str::<Value>(p.get()).ok());
-        let result = match request.method.as_str() {
+        match self.answer_input(&request.method, params.as_ref()) {
+            Ok(result) => Message::Response(Response {
+                id: request.id,
+                result: serde_json::value::to_raw_value(&result)
+                    .unwrap_or_else(|_| RawValue::from_string("{}".to_owned()).expect("JSON")),
+            }),
+            Err(error) => Message::Error(ErrorResponse {
+                id: Some(request.id),
+                error,
+            }),
+        }
+    }
+
+    /// The result this client gives for `method` with `params`, or why it gives none: the
+    /// answer to a server's request in the legacy era, and to one of the `inputRequests` of
+    /// a modern `input_required` result.
+    ///
+    /// ```
+    /// use maljan_mcp_proto::mcp::ServerRequestPolicy;
+    /// let policy = ServerRequestPolicy::default();
+    /// let declined = policy.answer_input("elicitation/create", None).unwrap();
+    /// assert_eq!(declined["action"], "decline");
+    /// assert!(policy.answer_input("sampling/createMessage", None).is_err());
+    /// ```
+    pub fn answer_input(&self, method: &str, params: Option<&Value>) -> Result<Value, ErrorObject> {
+        match method {
             methods::PING => Ok(json!({})),
-            methods::ELICITATION_CREATE => Ok(self.elicit(params.as_ref())),
+            methods::ELICITATION_CREATE => Ok(self.elicit(params)),
             methods::ROOTS_LIST => match &self.roots {
                 Some(roots) => Ok(json!({ "roots": roots })),
                 None => Err(ErrorObject::new(
@@ -172,17 +197,6 @@ impl ServerRequestPolicy {
                 error_codes::METHOD_NOT_FOUND,
                 format!("this client does not serve {other}"),
             )),
-        };
-        match result {
-            Ok(result) => Message::Response(Response {
-                id: request.id,
-                result: serde_json::value::to_raw_value(&result)
-                    .unwrap_or_else(|_| RawValue::from_string("{}".to_owned()).expect("JSON")),
-            }),
-            Err(error) => Message::Error(ErrorResponse {
-                id: Some(request.id),
-                error,
-            }),
         }
     }
 

@@ -6,6 +6,11 @@
 //! - `--put-sample`: also offers `put_sample` (and none of the chunked upload tools).
 //! - `--glue-setup`: glues its `initialize` answer behind a carriage-return progress bar and
 //!   puts a byte-order mark before its `tools/list` answer.
+//! - `--discover ANSWER`: how it answers `server/discover` (by default `-32601`, as a legacy
+//!   server): `silent` (never), `modern` (a discover result with 2026-07-28), `retry` (first
+//!   `-32022` listing 2026-07-28, then as `modern`), `bare-32022` (`-32022` without data),
+//!   `empty` (an empty result), `legacy-listed` (a discover result with 2025-11-25 only),
+//!   `future` (a discover result with 2099-01-01 only).
 //!
 //! Every `tools/call` it receives is logged on stderr as `received tools/call NAME`.
 //!
@@ -18,7 +23,9 @@
 //! error), `glued` (answers behind a progress bar), `ask {method, params}` (sends the
 //! client a request of its own, then answers with the client's answer to it),
 //! `client_capabilities` (the capabilities the client declared in `initialize`), `meta`
-//! (the call's own `_meta`).
+//! (the call's own `_meta`), `needs_input {method, params, always}` (answers
+//! `input_required` asking `method` under the key `q` with request state `s1`, then, asked
+//! again with the input, what it was given; with `always`, asks for ever).
 
 use std::io::{BufRead, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -36,6 +43,10 @@ struct Behaviour {
     client_capabilities: Value,
     /// The `tools/call` waiting for the client's answer to an `ask`.
     asking: Option<Value>,
+    /// How `server/discover` is answered.
+    discover: String,
+    /// How many `server/discover` requests came.
+    discovered: u32,
 }
 
 /// Calls of `slow` in flight now, and the most ever.
@@ -113,6 +124,7 @@ fn handle(b: &mut Behaviour, request: Request) {
                 "ask",
                 "client_capabilities",
                 "meta",
+                "needs_input",
             ];
             let extra = if b.put_sample {
                 &["put_sample"][..]
@@ -125,6 +137,39 @@ fn handle(b: &mut Behaviour, request: Request) {
             b.answer(&id, result, prefix);
         }
         "ping" => b.answer(&id, json!({}), ""),
+        "server/discover" => {
+            b.discovered += 1;
+            let result = |versions: &[&str]| {
+                json!({"supportedVersions": versions, "capabilities": {"tools": {}},
+                    "ttlMs": 0, "cacheScope": "private",
+                    "_meta": {"io.modelcontextprotocol/serverInfo":
+                        {"name": "misbehaving-server", "version": "0.0.1"}}})
+            };
+            let error = |code: i64, data: Option<Value>| {
+                let mut error = json!({"code": code, "message": "refused"});
+                if let Some(data) = data {
+                    error["data"] = data;
+                }
+                json!({"jsonrpc": "2.0", "id": id, "error": error})
+            };
+            let line = match b.discover.as_str() {
+                "silent" => return,
+                "modern" => json!({"jsonrpc": "2.0", "id": id, "result": result(&["2026-07-28"])}),
+                "retry" if b.discovered == 1 => error(
+                    -32022,
+                    Some(json!({"supported": ["2026-07-28"], "requested": "2026-07-28"})),
+                ),
+                "retry" => json!({"jsonrpc": "2.0", "id": id, "result": result(&["2026-07-28"])}),
+                "bare-32022" => error(-32022, None),
+                "empty" => json!({"jsonrpc": "2.0", "id": id, "result": {}}),
+                "legacy-listed" => {
+                    json!({"jsonrpc": "2.0", "id": id, "result": result(&["2025-11-25"])})
+                }
+                "future" => json!({"jsonrpc": "2.0", "id": id, "result": result(&["2099-01-01"])}),
+                _ => error(-32601, None),
+            };
+            write_raw(format!("{line}\n").as_bytes());
+        }
         "tools/call" => {
             let name = params["name"].as_str().unwrap_or_default().to_owned();
             let args = params["arguments"].clone();
@@ -206,6 +251,22 @@ fn handle(b: &mut Behaviour, request: Request) {
                     write_raw(format!("{line}\n").as_bytes());
                 }
                 "meta" => b.answer(&id, tool_result(json!({"meta": params["_meta"]})), ""),
+                "needs_input" => {
+                    let given = &params["inputResponses"];
+                    if given.is_null() || args["always"] == json!(true) {
+                        let mut request = json!({"method": args["method"]});
+                        if !args["params"].is_null() {
+                            request["params"] = args["params"].clone();
+                        }
+                        let asked = json!({"resultType": "input_required",
+                            "inputRequests": {"q": request}, "requestState": "s1"});
+                        b.answer(&id, asked, "");
+                    } else {
+                        let state = params["requestState"].clone();
+                        let got = json!({"inputResponses": given, "requestState": state});
+                        b.answer(&id, tool_result(got), "");
+                    }
+                }
                 "client_capabilities" => {
                     let declared = b.client_capabilities.clone();
                     b.answer(&id, tool_result(json!({"capabilities": declared})), "");
@@ -239,6 +300,13 @@ fn main() {
         cancelled: Vec::new(),
         client_capabilities: Value::Null,
         asking: None,
+        discover: args
+            .iter()
+            .position(|a| a == "--discover")
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+            .unwrap_or_default(),
+        discovered: 0,
     };
     if let Some(i) = args.iter().position(|a| a == "--banners") {
         let n: u64 = args.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(0);

@@ -1,0 +1,144 @@
+//! What the modern era (2026-07-28) asks of every request once a server speaks it: the
+//! required `_meta` keys on each, and the input an `input_required` result asks for,
+//! answered by the client's policies.
+
+use maljan_mcp_proto::mcp::{
+    Implementation, InputRequired, ProtocolVersion, ServerRequestPolicy, modern_meta,
+};
+use maljan_mcp_transport::OutgoingRequest;
+use serde_json::{Map, Value};
+
+/// How many times one call may be answered `input_required` before it fails: a server that
+/// keeps asking is not waited on for ever.
+pub(crate) const MAX_INPUT_ROUNDS: usize = 4;
+
+/// The modern era's per-request rules for one server.
+#[derive(Debug, Clone)]
+pub(crate) struct ModernRequests {
+    meta: Map<String, Value>,
+    inputs: ServerRequestPolicy,
+}
+
+impl ModernRequests {
+    /// Requests in `version`, declaring the capabilities of `inputs` and who the client is.
+    pub(crate) fn new(
+        version: ProtocolVersion,
+        client_info: &Implementation,
+        inputs: ServerRequestPolicy,
+    ) -> Self {
+        ModernRequests {
+            meta: modern_meta(version.as_str(), &inputs.capabilities(), client_info),
+            inputs,
+        }
+    }
+
+    /// The request with the era's `_meta` keys in its params (beside the keys it has, a
+    /// call's `traceparent` or `progressToken`; params that are not an object are left as
+    /// they are, for the server to refuse).
+    pub(crate) fn stamp(&self, request: OutgoingRequest) -> OutgoingRequest {
+        let ends_setup = request.ends_setup();
+        let (method, params, _) = request.into_parts();
+        let mut params = params.unwrap_or_else(|| Value::Object(Map::new()));
+        if let Value::Object(fields) = &mut params {
+            let meta = fields
+                .entry("_meta")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if !meta.is_object() {
+                *meta = Value::Object(Map::new());
+            }
+            if let Value::Object(meta) = meta {
+                meta.extend(self.meta.iter().map(|(k, v)| (k.clone(), v.clone())));
+            }
+        }
+        let stamped = OutgoingRequest::new(method, Some(params));
+        match ends_setup {
+            Some(ends) => stamped.ending_setup(ends),
+            None => stamped,
+        }
+    }
+
+    /// The answers to an `input_required` result, under its keys; `Err` says which input
+    /// this client does not give, and why.
+    pub(crate) fn answer(&self, input: &InputRequired) -> Result<Map<String, Value>, String> {
+        let mut answers = Map::new();
+        for (key, request) in input.requests() {
+            let request = request?;
+            let answer = self
+                .inputs
+                .answer_input(&request.method, request.params.as_ref())
+                .map_err(|refused| format!("{} ({key}): {}", request.method, refused.message))?;
+            answers.insert(key.to_owned(), answer);
+        }
+        Ok(answers)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use maljan_mcp_proto::mcp::{ElicitationPolicy, ResultKind, read_result_kind};
+    use serde_json::json;
+
+    use super::*;
+
+    fn requests(policy: ServerRequestPolicy) -> ModernRequests {
+        let me = Implementation {
+            name: "maljan".into(),
+            version: "0".into(),
+            title: None,
+        };
+        ModernRequests::new(ProtocolVersion::MODERN, &me, policy)
+    }
+
+    fn input(text: &str) -> InputRequired {
+        let raw = serde_json::value::RawValue::from_string(text.to_owned()).unwrap();
+        match read_result_kind(&raw).unwrap() {
+            ResultKind::InputRequired(input) => input,
+            other => panic!("not input_required: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn stamping_keeps_the_callers_meta_and_adds_the_eras() {
+        let request = OutgoingRequest::new(
+            "tools/call",
+            Some(json!({"name": "t", "_meta": {"traceparent": "00-a-b-01"}})),
+        );
+        let stamped = requests(ServerRequestPolicy::default()).stamp(request);
+        let meta = &stamped.params().unwrap()["_meta"];
+        assert_eq!(meta["traceparent"], "00-a-b-01");
+        assert_eq!(
+            meta["io.modelcontextprotocol/protocolVersion"],
+            "2026-07-28"
+        );
+        assert_eq!(
+            meta["io.modelcontextprotocol/clientCapabilities"]["elicitation"],
+            json!({"form": {}})
+        );
+        assert_eq!(meta["io.modelcontextprotocol/clientInfo"]["name"], "maljan");
+        let bare = requests(ServerRequestPolicy::default())
+            .stamp(OutgoingRequest::new("server/discover", None));
+        assert!(bare.params().unwrap()["_meta"].is_object());
+    }
+
+    #[test]
+    fn inputs_are_answered_by_the_policy_or_refused_by_name() {
+        let asked = input(
+            r#"{"resultType":"input_required","inputRequests":{"ok":{"method":"elicitation/create",
+               "params":{"message":"go?","requestedSchema":{"type":"object","properties":
+               {"go":{"type":"boolean","default":true}},"required":["go"]}}}}}"#,
+        );
+        let defaults =
+            requests(ServerRequestPolicy::default().elicitation(ElicitationPolicy::Defaults));
+        assert_eq!(
+            defaults.answer(&asked).unwrap()["ok"],
+            json!({"action": "accept", "content": {"go": true}})
+        );
+        let declining = requests(ServerRequestPolicy::default());
+        assert_eq!(declining.answer(&asked).unwrap()["ok"]["action"], "decline");
+        let sampling = input(
+            r#"{"resultType":"input_required","inputRequests":{"s":{"method":"sampling/createMessage"}}}"#,
+        );
+        let refused = declining.answer(&sampling).unwrap_err();
+        assert!(refused.contains("sampling/createMessage (s)"), "{refused}");
+    }
+}

@@ -1,0 +1,148 @@
+//! A modern result's `resultType`, and the `input_required` result of a multi-round-trip
+//! request (MRTR): the server asks for input (an elicitation, `roots/list`…) in its result
+//! instead of sending the client a request, and the client asks again with the answers.
+
+use memchr::memmem;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+/// What a result is, by its `resultType` (absent: complete).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum ResultKind {
+    /// The request's own result (`resultType` absent or `"complete"`).
+    Complete,
+    /// The server needs input first.
+    InputRequired(InputRequired),
+    /// Any other kind (`"task"`, for a client that declared the tasks extension), as written.
+    Other(String),
+}
+
+impl ResultKind {
+    /// The `resultType` as written.
+    pub fn as_str(&self) -> &str {
+        match self {
+            ResultKind::Complete => "complete",
+            ResultKind::InputRequired(_) => "input_required",
+            ResultKind::Other(kind) => kind,
+        }
+    }
+}
+
+/// An `input_required` result: what the server asks, keyed, and the state to echo.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct InputRequired {
+    /// Each request for input under the key its answer goes back under.
+    #[serde(default)]
+    pub input_requests: Map<String, Value>,
+    /// The state to send back exactly, when the server gave one.
+    #[serde(default)]
+    pub request_state: Option<Value>,
+}
+
+/// One request for input: a method the client would otherwise have been sent, and its
+/// params.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[non_exhaustive]
+pub struct InputRequest {
+    /// `elicitation/create`, `sampling/createMessage` or `roots/list`.
+    pub method: String,
+    /// Its params.
+    #[serde(default)]
+    pub params: Option<Value>,
+}
+
+impl InputRequired {
+    /// Each request for input, read; a malformed one is `Err` with the key.
+    pub fn requests(&self) -> impl Iterator<Item = (&str, Result<InputRequest, String>)> {
+        self.input_requests.iter().map(|(key, request)| {
+            let read = InputRequest::deserialize(request)
+                .map_err(|e| format!("input request {key:?} is malformed: {e}"));
+            (key.as_str(), read)
+        })
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct KindOnly {
+    #[serde(default)]
+    result_type: Option<String>,
+}
+
+/// Reads what a result is. A result that does not name `resultType` anywhere is complete
+/// without being parsed again (a file chunk's answer is megabytes).
+///
+/// ```
+/// use maljan_mcp_proto::mcp::{ResultKind, read_result_kind};
+/// let raw = |s: &str| serde_json::value::RawValue::from_string(s.to_owned()).unwrap();
+/// assert_eq!(read_result_kind(&raw(r#"{"content":[]}"#)).unwrap(), ResultKind::Complete);
+/// let asked = read_result_kind(&raw(
+///     r#"{"resultType":"input_required","inputRequests":{"k":{"method":"roots/list"}}}"#,
+/// ))
+/// .unwrap();
+/// assert!(matches!(asked, ResultKind::InputRequired(input) if input.input_requests.len() == 1));
+/// ```
+pub fn read_result_kind(result: &RawValue) -> Result<ResultKind, serde_json::Error> {
+    if memmem::find(result.get().as_bytes(), b"\"resultType\"").is_none() {
+        return Ok(ResultKind::Complete);
+    }
+    let kind: KindOnly = serde_json::from_str(result.get())?;
+    Ok(match kind.result_type.as_deref() {
+        None | Some("complete") => ResultKind::Complete,
+        Some("input_required") => ResultKind::InputRequired(serde_json::from_str(result.get())?),
+        Some(other) => ResultKind::Other(other.to_owned()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(s: &str) -> Box<RawValue> {
+        RawValue::from_string(s.to_owned()).unwrap()
+    }
+
+    #[test]
+    fn complete_results_are_told_by_their_type_or_its_absence() {
+        for text in [
+            r#"{"content":[]}"#,
+            r#"{"resultType":"complete","content":[]}"#,
+            r#"{"content":[{"type":"text","text":"\"resultType\""}]}"#,
+        ] {
+            assert_eq!(read_result_kind(&raw(text)).unwrap(), ResultKind::Complete);
+        }
+    }
+
+    #[test]
+    fn input_required_keeps_its_requests_and_state() {
+        let kind = read_result_kind(&raw(r#"{"resultType":"input_required","requestState":"s1",
+                "inputRequests":{"a":{"method":"roots/list"},"b":{"params":{}}}}"#))
+        .unwrap();
+        let ResultKind::InputRequired(input) = kind else {
+            panic!("input required");
+        };
+        assert_eq!(input.request_state, Some(Value::String("s1".into())));
+        let read: Vec<_> = input.requests().collect();
+        assert_eq!(read[0].1.as_ref().unwrap().method, "roots/list");
+        assert!(read[1].1.as_ref().unwrap_err().contains("\"b\""));
+    }
+
+    #[test]
+    fn other_kinds_are_named_and_malformed_ones_refused() {
+        assert_eq!(
+            read_result_kind(&raw(r#"{"resultType":"task","task":{}}"#)).unwrap(),
+            ResultKind::Other("task".into())
+        );
+        assert!(read_result_kind(&raw(r#"{"resultType":7}"#)).is_err());
+        assert!(
+            read_result_kind(&raw(
+                r#"{"resultType":"input_required","inputRequests":[]}"#
+            ))
+            .is_err()
+        );
+    }
+}
