@@ -1,14 +1,16 @@
 //! `cargo xtask interop`: our client against third-party MCP servers.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::{npm_install, root, run};
 
 /// The TypeScript SDK's reference server, pinned.
 const EVERYTHING: &str = "@modelcontextprotocol/server-everything@2026.8.31";
-/// The Python SDK, pinned.
+/// The Python SDK of the legacy era, pinned.
 const PYTHON_MCP: &str = "mcp==1.30.0";
+/// The Python SDK of both eras (2.x speaks 2026-07-28 first), pinned.
+const PYTHON_MCP_2: &str = "mcp==2.3.0";
 
 fn works(program: &str, arg: &str) -> bool {
     Command::new(program)
@@ -51,24 +53,15 @@ pub(crate) fn run_interop() -> Result<(), String> {
     }
 
     if works("python3", "--version") {
-        let venv = cache.join("venv");
-        let python = venv.join("bin/python");
-        if !python.is_file() {
-            run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
+        for (venv, sdk, import, variable) in [
+            ("venv", PYTHON_MCP, "mcp.server.fastmcp", "MALJAN_INTEROP_PYTHON"),
+            ("venv-2", PYTHON_MCP_2, "mcp.server.mcpserver", "MALJAN_INTEROP_PYTHON2"),
+        ] {
+            let python = python_with(&cache.join(venv), sdk, import)?;
+            env.push((variable.into(), python.display().to_string()));
         }
-        if !has_python_mcp(&python) {
-            run(Command::new(&python).args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                PYTHON_MCP,
-            ]))?;
-        }
-        env.push(("MALJAN_INTEROP_PYTHON".into(), python.display().to_string()));
     } else {
-        println!("xtask interop: SKIPPED the Python SDK server: python3 is not installed");
+        println!("xtask interop: SKIPPED the Python SDK servers: python3 is not installed");
         skip.push("python_sdk");
     }
 
@@ -92,9 +85,29 @@ pub(crate) fn run_interop() -> Result<(), String> {
     run(&mut test)
 }
 
-fn has_python_mcp(python: &Path) -> bool {
+/// A virtual environment at `venv` with the Python SDK `sdk` (which has the module
+/// `import`), made when missing; its interpreter.
+fn python_with(venv: &Path, sdk: &str, import: &str) -> Result<PathBuf, String> {
+    let python = venv.join("bin/python");
+    if !python.is_file() {
+        run(Command::new("python3").args(["-m", "venv"]).arg(venv))?;
+    }
+    if !imports(&python, import) {
+        run(Command::new(&python).args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            sdk,
+        ]))?;
+    }
+    Ok(python)
+}
+
+fn imports(python: &Path, module: &str) -> bool {
     Command::new(python)
-        .args(["-c", "import mcp.server.fastmcp"])
+        .args(["-c", &format!("import {module}")])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()

@@ -10,16 +10,25 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use maljan_client::{
-    ClientSettings, ConnectionContext, ServerCommand, ServerConfig, ServerConnection,
+    ClientSettings, ConnectionContext, EraChoice, ServerCommand, ServerConfig, ServerConnection,
 };
 use serde_json::{Value, json};
 
 /// The Python SDK server the tests run: echo, get-sum and a long-running tool with progress.
 const PYTHON_SERVER: &str = r#"
 import asyncio, sys
-from mcp.server.fastmcp import FastMCP, Context
+try:
+    from mcp.server.mcpserver import MCPServer, Context
+    SDK2 = True
+except ImportError:
+    from mcp.server.fastmcp import FastMCP, Context
+    SDK2 = False
 
-mcp = FastMCP("python-interop", host="127.0.0.1", port=int(sys.argv[2]) if len(sys.argv) > 2 else 8000)
+port = int(sys.argv[2]) if len(sys.argv) > 2 else 8000
+if SDK2:
+    mcp = MCPServer("python-interop")
+else:
+    mcp = FastMCP("python-interop", host="127.0.0.1", port=port)
 
 @mcp.tool()
 def echo(message: str) -> str:
@@ -36,7 +45,10 @@ async def long_running(duration: float, steps: int, ctx: Context) -> str:
         await ctx.report_progress(step, steps, f"step {step}")
     return f"done in {steps} steps"
 
-mcp.run(transport=sys.argv[1])
+if sys.argv[1] == "stdio" or not SDK2:
+    mcp.run(transport=sys.argv[1])
+else:
+    mcp.run(transport=sys.argv[1], host="127.0.0.1", port=port)
 "#;
 
 fn env(name: &str) -> String {
@@ -90,13 +102,23 @@ fn text_of(value: &Value) -> String {
     }
 }
 
-/// Setup, the tool list, echo, get-sum, and the long-running tool with progress.
-async fn exercise(config: ServerConfig) {
+/// Setup in `era`, found to be `expected`; the tool list, echo, get-sum, and the
+/// long-running tool with progress.
+async fn exercise_in(config: ServerConfig, era: EraChoice, expected: &str) {
     let mut settings = ClientSettings::default();
     settings.default_timeout = Duration::from_secs(60);
+    settings.era = era;
     let mut server = ServerConnection::connect(&config, settings, ConnectionContext::default())
         .await
         .expect("sets up");
+    let card = server.card().expect("card");
+    assert_eq!(
+        card.era,
+        expected,
+        "{} in era {}",
+        config.name,
+        era.as_str()
+    );
     let names: Vec<String> = server
         .model_tools()
         .expect("set up")
@@ -150,6 +172,11 @@ async fn exercise(config: ServerConfig) {
     }
     assert!(progress >= 1, "no progress notification arrived");
     server.close().await;
+}
+
+/// [`exercise_in`] with the era found by `server/discover`: a legacy-only server.
+async fn exercise(config: ServerConfig) {
+    exercise_in(config, EraChoice::Auto, "legacy").await;
 }
 
 #[tokio::test]
@@ -213,4 +240,32 @@ async fn python_sdk_server_over_streamable_http() {
         format!("http://127.0.0.1:{port}/mcp"),
     ))
     .await;
+}
+
+#[tokio::test]
+#[ignore = "run by cargo xtask interop"]
+async fn python_sdk_2_server_over_stdio_in_both_eras() {
+    let script = python_script();
+    let command = ServerCommand::new(env("MALJAN_INTEROP_PYTHON2"))
+        .arg(script.path().display().to_string())
+        .arg("stdio");
+    let config = ServerConfig::stdio("python2", command);
+    exercise_in(config.clone(), EraChoice::Auto, "modern").await;
+    exercise_in(config, EraChoice::Legacy, "legacy").await;
+}
+
+#[tokio::test]
+#[ignore = "run by cargo xtask interop"]
+async fn python_sdk_2_server_over_streamable_http_in_both_eras() {
+    let script = python_script();
+    let port = free_port();
+    let mut command = Command::new(env("MALJAN_INTEROP_PYTHON2"));
+    command
+        .arg(script.path())
+        .arg("streamable-http")
+        .arg(port.to_string());
+    let _peer = start_http(command, "Uvicorn running");
+    let config = ServerConfig::http("python2", format!("http://127.0.0.1:{port}/mcp"));
+    exercise_in(config.clone(), EraChoice::Auto, "modern").await;
+    exercise_in(config, EraChoice::Legacy, "legacy").await;
 }
