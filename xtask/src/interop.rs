@@ -54,8 +54,18 @@ pub(crate) fn run_interop() -> Result<(), String> {
 
     if works("python3", "--version") {
         for (venv, sdk, import, variable) in [
-            ("venv", PYTHON_MCP, "mcp.server.fastmcp", "MALJAN_INTEROP_PYTHON"),
-            ("venv-2", PYTHON_MCP_2, "mcp.server.mcpserver", "MALJAN_INTEROP_PYTHON2"),
+            (
+                "venv",
+                PYTHON_MCP,
+                "mcp.server.fastmcp",
+                "MALJAN_INTEROP_PYTHON",
+            ),
+            (
+                "venv-2",
+                PYTHON_MCP_2,
+                "mcp.server.mcpserver",
+                "MALJAN_INTEROP_PYTHON2",
+            ),
         ] {
             let python = python_with(&cache.join(venv), sdk, import)?;
             env.push((variable.into(), python.display().to_string()));
@@ -66,6 +76,24 @@ pub(crate) fn run_interop() -> Result<(), String> {
     }
 
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    // rmcp's echo server and client, from their own pinned lock file, into the one target
+    // directory (what they share with the workspace is built once).
+    let target = root().join("target");
+    run(Command::new(&cargo)
+        .args(["build", "--locked", "--manifest-path"])
+        .arg(root().join("tests/rmcp-peer/Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&target))?;
+    for (variable, binary) in [
+        ("MALJAN_INTEROP_RMCP_SERVER", "rmcp-echo-server"),
+        ("MALJAN_INTEROP_RMCP_CLIENT", "rmcp-client"),
+    ] {
+        env.push((
+            variable.into(),
+            target.join("debug").join(binary).display().to_string(),
+        ));
+    }
+
     let mut test = Command::new(cargo);
     test.args([
         "test",

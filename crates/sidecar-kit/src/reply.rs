@@ -90,7 +90,8 @@ pub(crate) fn tool_reply(id: &RequestId, result: ToolResult, tool: &str) -> Vec<
     if is_error {
         line.extend_from_slice(b",\"isError\":true");
     }
-    line.extend_from_slice(b"}}\n");
+    // The modern era requires a result to say its type; a legacy client ignores the field.
+    line.extend_from_slice(b",\"resultType\":\"complete\"}}\n");
     BUFFERS.give_strings(value);
     line
 }
@@ -130,7 +131,8 @@ mod tests {
         ]
     }
 
-    /// The reply as the kit wrote it before this module: through serde.
+    /// The reply as the kit wrote it before this module, through serde, with the modern
+    /// era's `resultType`.
     fn reply_through_serde(id: &RequestId, result: ToolResult, tool: &str) -> Value {
         let (value, is_error) = match result {
             Ok(value) => (value, None),
@@ -147,7 +149,9 @@ mod tests {
             structured_content: structured.then_some(value),
             is_error,
         };
-        serde_json::from_slice(&response_line(id, &result)).expect("JSON")
+        let mut reply: Value = serde_json::from_slice(&response_line(id, &result)).expect("JSON");
+        reply["result"]["resultType"] = json!("complete");
+        reply
     }
 
     proptest! {

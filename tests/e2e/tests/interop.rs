@@ -12,6 +12,7 @@ use std::time::Duration;
 use maljan_client::{
     ClientSettings, ConnectionContext, EraChoice, ServerCommand, ServerConfig, ServerConnection,
 };
+use maljan_sidecar_kit::{HttpOptions, Server, ToolSpec};
 use serde_json::{Value, json};
 
 /// The Python SDK server the tests run: echo, get-sum and a long-running tool with progress.
@@ -49,6 +50,33 @@ if sys.argv[1] == "stdio" or not SDK2:
     mcp.run(transport=sys.argv[1])
 else:
     mcp.run(transport=sys.argv[1], host="127.0.0.1", port=port)
+"#;
+
+/// The Python SDK 2.x's client against a server (a URL, or a command to start over stdio):
+/// in each mode (`auto`, which probes `server/discover`, and `legacy`) it lists the tools and
+/// calls the one named with no arguments, and prints what it saw as one JSON array.
+const PYTHON_CLIENT: &str = r#"
+import asyncio, json, sys
+from mcp import Client, StdioServerParameters
+
+async def one(target, mode, tool):
+    server = target if target.startswith("http") else StdioServerParameters(command=target)
+    async with Client(server, mode=mode) as client:
+        tools = await client.list_tools()
+        result = await client.call_tool(tool, {})
+        return {
+            "mode": mode,
+            "version": client.protocol_version,
+            "tools": sorted(t.name for t in tools.tools),
+            "result": result.structured_content,
+            "is_error": result.is_error,
+        }
+
+async def main():
+    target, tool = sys.argv[1], sys.argv[2]
+    print(json.dumps([await one(target, mode, tool) for mode in ("auto", "legacy")]))
+
+asyncio.run(main())
 "#;
 
 fn env(name: &str) -> String {
@@ -266,6 +294,124 @@ async fn python_sdk_2_server_over_streamable_http_in_both_eras() {
         .arg(port.to_string());
     let _peer = start_http(command, "Uvicorn running");
     let config = ServerConfig::http("python2", format!("http://127.0.0.1:{port}/mcp"));
+    exercise_in(config.clone(), EraChoice::Auto, "modern").await;
+    exercise_in(config, EraChoice::Legacy, "legacy").await;
+}
+
+/// Runs a peer's client (`command`, given a target and a tool); what it saw in each mode.
+fn peer_client(mut command: Command, target: &str, tool: &str) -> Vec<Value> {
+    let output = command
+        .arg(target)
+        .arg(tool)
+        .output()
+        .expect("the client runs");
+    assert!(
+        output.status.success(),
+        "the client failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let seen: Value = serde_json::from_slice(&output.stdout).expect("one JSON array");
+    seen.as_array().expect("an array").clone()
+}
+
+/// The Python SDK 2.x client against `target`, calling `tool`; what it saw in each mode.
+fn python_client(target: &str, tool: &str) -> Vec<Value> {
+    let script = tempfile::Builder::new()
+        .suffix(".py")
+        .tempfile()
+        .expect("temp file");
+    std::fs::write(script.path(), PYTHON_CLIENT).expect("write");
+    let mut command = Command::new(env("MALJAN_INTEROP_PYTHON2"));
+    command.arg(script.path());
+    peer_client(command, target, tool)
+}
+
+/// rmcp's client against `target`, calling `tool`; what it saw in each mode.
+fn rmcp_client(target: &str, tool: &str) -> Vec<Value> {
+    peer_client(
+        Command::new(env("MALJAN_INTEROP_RMCP_CLIENT")),
+        target,
+        tool,
+    )
+}
+
+fn assert_both_eras(seen: &[Value], expected: &Value) {
+    let versions: Vec<&str> = seen.iter().filter_map(|s| s["version"].as_str()).collect();
+    assert_eq!(versions, ["2026-07-28", "2025-11-25"], "{seen:?}");
+    for mode in seen {
+        assert_eq!(&mode["result"], expected, "{mode}");
+        assert_eq!(mode["is_error"], false, "{mode}");
+    }
+}
+
+#[test]
+#[ignore = "run by cargo xtask interop"]
+fn python_sdk_2_client_against_the_kit_over_stdio_in_both_eras() {
+    let seen = python_client(env!("CARGO_BIN_EXE_noisy-kit-server"), "noisy");
+    assert_both_eras(&seen, &json!({"child_ok": true}));
+}
+
+/// A kit server over HTTP on loopback with one tool, `hello`; its URL.
+async fn kit_over_http() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/mcp", listener.local_addr().expect("address"));
+    let server = Server::builder("http-kit", "0.0.1")
+        .tool(ToolSpec::new("hello", "Says hello"), |_, _| {
+            Ok(json!({"hello": "world"}))
+        })
+        .build();
+    tokio::spawn(server.serve_http_with(listener, HttpOptions::default(), std::future::pending()));
+    url
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "run by cargo xtask interop"]
+async fn python_sdk_2_client_against_the_kit_over_streamable_http_in_both_eras() {
+    let url = kit_over_http().await;
+    let seen = tokio::task::spawn_blocking(move || python_client(&url, "hello"))
+        .await
+        .expect("join");
+    assert_both_eras(&seen, &json!({"hello": "world"}));
+}
+
+#[test]
+#[ignore = "run by cargo xtask interop"]
+fn rmcp_client_against_the_kit_over_stdio_in_both_eras() {
+    let seen = rmcp_client(env!("CARGO_BIN_EXE_noisy-kit-server"), "noisy");
+    assert_both_eras(&seen, &json!({"child_ok": true}));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "run by cargo xtask interop"]
+async fn rmcp_client_against_the_kit_over_streamable_http_in_both_eras() {
+    let url = kit_over_http().await;
+    let seen = tokio::task::spawn_blocking(move || rmcp_client(&url, "hello"))
+        .await
+        .expect("join");
+    assert_both_eras(&seen, &json!({"hello": "world"}));
+}
+
+#[tokio::test]
+#[ignore = "run by cargo xtask interop"]
+async fn rmcp_server_over_stdio_in_both_eras() {
+    let config = ServerConfig::stdio(
+        "rmcp",
+        ServerCommand::new(env("MALJAN_INTEROP_RMCP_SERVER")).arg("stdio"),
+    );
+    exercise_in(config.clone(), EraChoice::Auto, "modern").await;
+    exercise_in(config, EraChoice::Legacy, "legacy").await;
+}
+
+#[tokio::test]
+#[ignore = "run by cargo xtask interop"]
+async fn rmcp_server_over_streamable_http_in_both_eras() {
+    let port = free_port();
+    let mut command = Command::new(env("MALJAN_INTEROP_RMCP_SERVER"));
+    command.arg("http").arg(port.to_string());
+    let _peer = start_http(command, "listening on");
+    let config = ServerConfig::http("rmcp", format!("http://127.0.0.1:{port}/mcp"));
     exercise_in(config.clone(), EraChoice::Auto, "modern").await;
     exercise_in(config, EraChoice::Legacy, "legacy").await;
 }
