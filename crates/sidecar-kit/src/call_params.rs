@@ -33,7 +33,11 @@ pub(crate) struct Chunk<'a> {
 #[derive(Debug, PartialEq)]
 pub(crate) enum ToolCall<'a> {
     /// A call of the tool that takes a chunk, read into one.
-    Chunk { name: String, chunk: Chunk<'a> },
+    Chunk {
+        name: String,
+        chunk: Chunk<'a>,
+        meta: Option<Map<String, Value>>,
+    },
     /// Any other call, as [`CallToolParams`] reads it.
     Parsed(CallToolParams),
 }
@@ -53,6 +57,14 @@ impl<'a> ToolCall<'a> {
             Err(_) => serde_json::from_str::<CallToolParams>(params)
                 .ok()
                 .map(ToolCall::Parsed),
+        }
+    }
+
+    /// The call's `_meta`.
+    pub(crate) fn meta(&self) -> Option<&Map<String, Value>> {
+        match self {
+            ToolCall::Chunk { meta, .. } => meta.as_ref(),
+            ToolCall::Parsed(params) => params.meta.as_ref(),
         }
     }
 
@@ -112,7 +124,11 @@ impl<'de> Visitor<'de> for CallVisitor<'_> {
         let name = name.ok_or_else(|| de::Error::missing_field("name"))?;
         let arguments = match arguments {
             Some(ReadArguments::Chunk(chunk)) if Some(name.as_str()) == self.chunk_tool => {
-                return Ok(ToolCall::Chunk { name, chunk });
+                return Ok(ToolCall::Chunk {
+                    name,
+                    chunk,
+                    meta: meta.flatten(),
+                });
             }
             Some(ReadArguments::Chunk(_)) => {
                 return Err(de::Error::custom(
@@ -221,8 +237,9 @@ mod tests {
             match (generic, one_pass) {
                 (None, None) => {}
                 (Some(generic), Some(ToolCall::Parsed(read))) => prop_assert_eq!(read, generic),
-                (Some(generic), Some(ToolCall::Chunk { name, chunk })) => {
+                (Some(generic), Some(ToolCall::Chunk { name, chunk, meta })) => {
                     prop_assert_eq!(&name, CHUNK_TOOL);
+                    prop_assert_eq!(meta, generic.meta);
                     prop_assert_eq!(&generic.name, CHUNK_TOOL);
                     let arguments = generic.arguments.expect("a chunk's arguments");
                     prop_assert_eq!(arguments["upload_id"].as_u64(), Some(chunk.upload_id));

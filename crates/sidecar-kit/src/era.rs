@@ -52,13 +52,22 @@ pub(crate) fn request_era(
     params: Option<&RawValue>,
     discover: bool,
 ) -> Result<RequestEra, ErrorObject> {
-    // A tool call's params may be a multi-MiB file chunk: they are read for `_meta` only
-    // when it is named in them, and then into `_meta` alone.
+    // Params are read for `_meta` only when it is named in them, and then into `_meta`
+    // alone. (A tool call's, which may be a multi-MiB file chunk, are not read here at all:
+    // its `_meta` is checked with [`meta_era`] as the call is read.)
     let meta = params
         .filter(|p| memchr::memmem::find(p.get().as_bytes(), b"\"_meta\"").is_some())
         .and_then(|p| serde_json::from_str::<MetaOnly>(p.get()).ok())
         .and_then(|p| p.meta);
-    let meta = meta.as_ref();
+    meta_era(meta.as_ref(), discover)
+}
+
+/// The era of a request whose `_meta` is `meta`: modern when it names a protocol version,
+/// which must then be ours, beside every other required key.
+pub(crate) fn meta_era(
+    meta: Option<&Map<String, Value>>,
+    discover: bool,
+) -> Result<RequestEra, ErrorObject> {
     let version = meta.and_then(|m| m.get(PROTOCOL_VERSION));
     let Some(version) = version else {
         if discover {

@@ -298,7 +298,18 @@ async fn handle_post(
             return initialize(&state, request);
         }
         let discover = request.method == methods::SERVER_DISCOVER;
-        match era::request_era(request.params.as_deref(), discover) {
+        let era = if request.method == methods::TOOLS_CALL {
+            // A call's params may be a multi-MiB file chunk: its era is told here by its
+            // headers, and its `_meta` checked as the call is read.
+            Ok(if headers.contains_key(METHOD_HEADER) {
+                RequestEra::Modern
+            } else {
+                RequestEra::Legacy
+            })
+        } else {
+            era::request_era(request.params.as_deref(), discover)
+        };
+        match era {
             Ok(RequestEra::Legacy) => {
                 return legacy_post(&state, &headers, Message::Request(request)).await;
             }

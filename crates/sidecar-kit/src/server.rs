@@ -321,6 +321,14 @@ impl Server {
     /// modern `tools/list` say how long their results may be cached.
     pub(crate) fn answer(&self, request: Request) -> Answer {
         let Request { id, method, params } = request;
+        if method == methods::TOOLS_CALL {
+            // A call's `_meta` is checked as its params are read, in one pass: they may be a
+            // multi-MiB file chunk.
+            return match params {
+                Some(params) => Answer::Call(id, params),
+                None => Answer::Line(invalid_call_params(id)),
+            };
+        }
         let discover = method == methods::SERVER_DISCOVER;
         let era = match era::request_era(params.as_deref(), discover) {
             Ok(era) => era,
@@ -378,10 +386,6 @@ impl Server {
                 };
                 response_line(&id, &result)
             }
-            methods::TOOLS_CALL => match params {
-                Some(params) => return Answer::Call(id, params),
-                None => invalid_call_params(id),
-            },
             other => encode(&error_reply(
                 id,
                 error_codes::METHOD_NOT_FOUND,
@@ -449,9 +453,10 @@ impl Server {
         }
     }
 
-    /// [`call`](Self::call), refusing a call whose tool is not `expected` (a modern HTTP
-    /// request's `Mcp-Name` header) with `-32020`: `Err` holds the named tool and the
-    /// refusal. The call's params are read once, whatever their size.
+    /// [`call`](Self::call); `Err` is a call refused before it runs, with the tool it named
+    /// and the refusal: a modern call whose `_meta` lacks a required key or names another
+    /// version (`-32602`, `-32022`), or whose tool is not `expected` (a modern HTTP request's
+    /// `Mcp-Name` header: `-32020`). The call's params are read once, whatever their size.
     pub(crate) async fn call_named(
         self: Arc<Self>,
         id: RequestId,
@@ -492,6 +497,13 @@ impl Server {
             return Ok(invalid_call_params(id));
         };
         let name = call.name().to_owned();
+        if let Err(error) = era::meta_era(call.meta(), false) {
+            let refusal = encode(&Message::Error(ErrorResponse {
+                id: Some(id),
+                error,
+            }));
+            return Err((name, refusal));
+        }
         if let Some(expected) = expected.filter(|e| *e != name) {
             let refusal = encode(&error_reply(
                 id,

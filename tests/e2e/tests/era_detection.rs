@@ -146,8 +146,14 @@ async fn a_fixed_era_is_kept_to() {
 
     let mut legacy_only = settings();
     legacy_only.era = EraChoice::Legacy;
-    let server = connect(&misbehaving("modern"), legacy_only).await;
+    let server = connect(&misbehaving("modern"), legacy_only.clone()).await;
     assert_eq!(server.card().expect("card").era, "legacy");
+    server.close().await;
+    let kit = ServerConfig::stdio("kit", ServerCommand::new(KIT));
+    let server = connect(&kit, legacy_only).await;
+    assert_eq!(server.card().expect("card").protocol_version, "2025-11-25");
+    let answer = server.call("noisy", json!({})).await.expect("call");
+    assert!(answer.is_ok(), "{answer:?}");
     server.close().await;
 }
 
