@@ -1,5 +1,7 @@
 //! The call pipeline's own cost per call (cap, breaker, timeout, answer reading, ledger)
-//! against a bare request/response on the same in-memory transport.
+//! against a bare request/response on the same in-memory transport, with a server of the
+//! legacy era and one of the modern era (whose every request the client stamps with the
+//! era's `_meta`, and whose every result it reads for its `resultType`).
 
 // criterion_group! generates an undocumented public function.
 #![allow(missing_docs)]
@@ -12,8 +14,9 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::runtime::Runtime;
 
-/// An in-memory server answering every request at once.
-fn in_memory_connection() -> StdioTransport {
+/// An in-memory server answering every request at once; `server/discover` with a discover
+/// result when `modern`, else with "method not found" as a legacy server does.
+fn in_memory_connection(modern: bool) -> StdioTransport {
     let (client, server) = tokio::io::duplex(1 << 16);
     let (client_read, client_write) = tokio::io::split(client);
     tokio::spawn(async move {
@@ -25,7 +28,15 @@ fn in_memory_connection() -> StdioTransport {
             else {
                 continue;
             };
+            if request.method == "server/discover" && !modern {
+                let refusal = json!({"jsonrpc": "2.0", "id": request.id,
+                    "error": {"code": -32601, "message": "method not found"}});
+                let _ = write.write_all(format!("{refusal}\n").as_bytes()).await;
+                continue;
+            }
             let result = match request.method.as_str() {
+                "server/discover" => json!({"supportedVersions": ["2026-07-28"],
+                    "capabilities": {"tools": {}}, "ttlMs": 0, "cacheScope": "public"}),
                 "initialize" => json!({"protocolVersion": "2025-11-25", "capabilities": {},
                     "serverInfo": {"name": "bench", "version": "1"}}),
                 "tools/list" => {
@@ -49,16 +60,24 @@ fn in_memory_connection() -> StdioTransport {
 
 fn bench(c: &mut Criterion) {
     let runtime = Runtime::new().expect("a runtime");
-    let bare = runtime.block_on(async { in_memory_connection() });
-    let server = runtime.block_on(async {
-        let server = ServerConnection::over(
-            in_memory_connection(),
-            ClientSettings::default(),
-            ConnectionContext::default(),
-        );
-        server.setup().await.expect("set up");
-        server
-    });
+    let bare = runtime.block_on(async { in_memory_connection(false) });
+    let connected = |modern: bool| {
+        runtime.block_on(async {
+            let server = ServerConnection::over(
+                in_memory_connection(modern),
+                ClientSettings::default(),
+                ConnectionContext::default(),
+            );
+            server.setup().await.expect("set up");
+            assert_eq!(
+                server.card().expect("card").era,
+                if modern { "modern" } else { "legacy" }
+            );
+            server
+        })
+    };
+    let legacy = connected(false);
+    let modern = connected(true);
     let arguments = json!({"path": "/samples/a.bin"});
     let params = serde_json::value::to_raw_value(&json!({"name": "echo", "arguments": arguments}))
         .expect("JSON");
@@ -77,18 +96,23 @@ fn bench(c: &mut Criterion) {
             })
         })
     });
-    group.bench_function("pipeline_call", |b| {
-        b.iter(|| {
-            runtime.block_on(async {
-                let answer = server
-                    .call("echo", arguments.clone())
-                    .await
-                    .expect("called");
-                assert_eq!(answer.value, json!({"size": 1234}));
-                std::hint::black_box::<Value>(answer.value);
+    for (name, server) in [
+        ("pipeline_call", &legacy),
+        ("pipeline_call_modern", &modern),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                runtime.block_on(async {
+                    let answer = server
+                        .call("echo", arguments.clone())
+                        .await
+                        .expect("called");
+                    assert_eq!(answer.value, json!({"size": 1234}));
+                    std::hint::black_box::<Value>(answer.value);
+                })
             })
-        })
-    });
+        });
+    }
     group.finish();
 }
 
