@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum ResultKind {
-    /// The request's own result (`resultType` absent or `"complete"`).
+    /// The request's own result (`resultType` absent, null or `"complete"`).
     Complete,
     /// The server needs input first.
     InputRequired(InputRequired),
@@ -100,7 +100,64 @@ pub fn read_result_kind(result: &RawValue) -> Result<ResultKind, serde_json::Err
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+    use serde_json::json;
+
     use super::*;
+
+    /// Results with or without a `resultType` (of any JSON type), and strings that say
+    /// `"resultType"` inside content.
+    fn any_result() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<i64>().prop_map(|n| json!(n)),
+            prop_oneof![
+                Just("complete".to_owned()),
+                Just("input_required".to_owned()),
+                Just("\"resultType\"".to_owned()),
+                ".{0,8}"
+            ]
+            .prop_map(Value::String),
+        ];
+        let value = leaf.prop_recursive(2, 16, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::btree_map(
+                    prop_oneof![Just("resultType".to_owned()), "[a-z]{1,6}"],
+                    inner,
+                    0..4
+                )
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        });
+        prop::collection::btree_map(
+            prop_oneof![
+                Just("resultType".to_owned()),
+                Just("inputRequests".to_owned()),
+                Just("content".to_owned()),
+                "[a-z]{1,6}"
+            ],
+            value,
+            0..5,
+        )
+        .prop_map(|m| Value::Object(m.into_iter().collect()))
+    }
+
+    proptest! {
+        #[test]
+        fn the_shortcut_tells_kinds_as_a_whole_parse_would(result in any_result()) {
+            let text = result.to_string();
+            let read = read_result_kind(&raw(&text));
+            match result.get("resultType") {
+                None | Some(Value::Null) => prop_assert_eq!(read.unwrap(), ResultKind::Complete),
+                Some(Value::String(kind)) => match read {
+                    Ok(kind_read) => prop_assert_eq!(kind_read.as_str(), kind.as_str()),
+                    Err(_) => prop_assert_eq!(kind.as_str(), "input_required"),
+                },
+                Some(_) => prop_assert!(read.is_err()),
+            }
+        }
+    }
 
     fn raw(s: &str) -> Box<RawValue> {
         RawValue::from_string(s.to_owned()).unwrap()
