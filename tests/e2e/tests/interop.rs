@@ -49,7 +49,8 @@ async def long_running(duration: float, steps: int, ctx: Context) -> str:
 if sys.argv[1] == "stdio" or not SDK2:
     mcp.run(transport=sys.argv[1])
 else:
-    mcp.run(transport=sys.argv[1], host="127.0.0.1", port=port)
+    stateless = len(sys.argv) > 3 and sys.argv[3] == "stateless"
+    mcp.run(transport=sys.argv[1], host="127.0.0.1", port=port, stateless_http=stateless)
 "#;
 
 /// The Python SDK 2.x's client against a server (a URL, or a command to start over stdio):
@@ -282,20 +283,32 @@ async fn python_sdk_2_server_over_stdio_in_both_eras() {
     exercise_in(config, EraChoice::Legacy, "legacy").await;
 }
 
-#[tokio::test]
-#[ignore = "run by cargo xtask interop"]
-async fn python_sdk_2_server_over_streamable_http_in_both_eras() {
+/// The Python SDK 2.x server over HTTP, `stateless` or with sessions, in both eras.
+async fn python_sdk_2_over_http(stateless: bool) {
     let script = python_script();
     let port = free_port();
     let mut command = Command::new(env("MALJAN_INTEROP_PYTHON2"));
     command
         .arg(script.path())
         .arg("streamable-http")
-        .arg(port.to_string());
+        .arg(port.to_string())
+        .arg(if stateless { "stateless" } else { "sessions" });
     let _peer = start_http(command, "Uvicorn running");
     let config = ServerConfig::http("python2", format!("http://127.0.0.1:{port}/mcp"));
     exercise_in(config.clone(), EraChoice::Auto, "modern").await;
     exercise_in(config, EraChoice::Legacy, "legacy").await;
+}
+
+#[tokio::test]
+#[ignore = "run by cargo xtask interop"]
+async fn python_sdk_2_server_over_streamable_http_in_both_eras() {
+    python_sdk_2_over_http(false).await;
+}
+
+#[tokio::test]
+#[ignore = "run by cargo xtask interop"]
+async fn python_sdk_2_stateless_server_over_streamable_http_in_both_eras() {
+    python_sdk_2_over_http(true).await;
 }
 
 /// Runs a peer's client (`command`, given a target and a tool); what it saw in each mode.
