@@ -46,11 +46,11 @@ struct MetaOnly {
     meta: Option<Map<String, Value>>,
 }
 
-/// Reads the era of a request from its params' `_meta`. `discover` requests
-/// (`server/discover`) are modern by nature: they need the keys too.
+/// Reads the era of a request from its params' `_meta`. A request `modern` by nature
+/// (`server/discover`, or one sent with the modern HTTP headers) needs the keys too.
 pub(crate) fn request_era(
     params: Option<&RawValue>,
-    discover: bool,
+    modern: bool,
 ) -> Result<RequestEra, ErrorObject> {
     // Params are read for `_meta` only when it is named in them, and then into `_meta`
     // alone. (A tool call's, which may be a multi-MiB file chunk, are not read here at all:
@@ -59,21 +59,24 @@ pub(crate) fn request_era(
         .filter(|p| memchr::memmem::find(p.get().as_bytes(), b"\"_meta\"").is_some())
         .and_then(|p| serde_json::from_str::<MetaOnly>(p.get()).ok())
         .and_then(|p| p.meta);
-    meta_era(meta.as_ref(), discover)
+    meta_era(meta.as_ref(), modern)
 }
 
 /// The era of a request whose `_meta` is `meta`: modern when it names a protocol version,
-/// which must then be ours, beside every other required key.
+/// which must then be ours, beside every other required key (and when `modern`, it must).
 pub(crate) fn meta_era(
     meta: Option<&Map<String, Value>>,
-    discover: bool,
+    modern: bool,
 ) -> Result<RequestEra, ErrorObject> {
     let version = meta.and_then(|m| m.get(PROTOCOL_VERSION));
     let Some(version) = version else {
-        if discover {
+        if modern {
             return Err(refusal(
                 error_codes::INVALID_PARAMS,
-                format!("server/discover needs _meta[{PROTOCOL_VERSION:?}]"),
+                format!(
+                    "a modern request (server/discover, or one with the Mcp-Method header) \
+                     needs _meta[{PROTOCOL_VERSION:?}]"
+                ),
                 None,
             ));
         }

@@ -34,6 +34,16 @@ use crate::tool::Cancellation;
 use crate::{JobDir, Server};
 
 const SESSION_HEADER: &str = "mcp-session-id";
+/// The headers a modern POST names its version, its method and its tool in.
+const VERSION_HEADER: &str = "mcp-protocol-version";
+const METHOD_HEADER: &str = "mcp-method";
+const NAME_HEADER: &str = "mcp-name";
+/// The methods a modern request may name here; any other is 404 with `-32601`.
+const MODERN_METHODS: [&str; 3] = [
+    methods::SERVER_DISCOVER,
+    methods::TOOLS_LIST,
+    methods::TOOLS_CALL,
+];
 /// The largest request body accepted: a 4 MiB file chunk in base64 fits many times over.
 pub const MAX_REQUEST_BYTES: usize = 64 * 1024 * 1024;
 /// How many sessions may be open at once, unless the operator says otherwise.
@@ -327,18 +337,6 @@ async fn handle_post(
     }
     legacy_post(&state, &headers, message).await
 }
-
-/// The header a modern POST names its version in, its method and its tool.
-const VERSION_HEADER: &str = "mcp-protocol-version";
-const METHOD_HEADER: &str = "mcp-method";
-const NAME_HEADER: &str = "mcp-name";
-
-/// The methods a modern request may name here; any other is 404 with `-32601`.
-const MODERN_METHODS: [&str; 3] = [
-    methods::SERVER_DISCOVER,
-    methods::TOOLS_LIST,
-    methods::TOOLS_CALL,
-];
 
 /// A header's value as sent; `=?base64?…?=` decoded.
 fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {

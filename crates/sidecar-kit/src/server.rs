@@ -497,7 +497,8 @@ impl Server {
             return Ok(invalid_call_params(id));
         };
         let name = call.name().to_owned();
-        if let Err(error) = era::meta_era(call.meta(), false) {
+        // A call made with the modern HTTP headers (`expected`) must be modern in its body too.
+        if let Err(error) = era::meta_era(call.meta(), expected.is_some()) {
             let refusal = encode(&Message::Error(ErrorResponse {
                 id: Some(id),
                 error,

@@ -245,6 +245,13 @@ async fn over_http_a_modern_client_needs_no_session_and_headers_that_match_its_b
             -32602,
         ),
         (
+            modern_headers("tools/call", Some("echo")),
+            json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                   "params": {"name": "echo", "arguments": {"x": 1}}}),
+            400,
+            -32602,
+        ),
+        (
             modern_headers("prompts/list", None),
             json!({"jsonrpc": "2.0", "id": 5, "method": "prompts/list",
                    "params": {"_meta": meta("2026-07-28")}}),
