@@ -150,6 +150,7 @@ fn params<P: Serialize>(params: &P) -> Option<Value> {
 /// which era it speaks.
 #[derive(Debug)]
 pub(crate) struct SetupPlan<'a> {
+    /// Who the client says it is.
     pub(crate) client_info: &'a Implementation,
     /// How the server's requests (and, in the modern era, its requests for input) are
     /// answered; its capabilities are declared.
