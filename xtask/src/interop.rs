@@ -78,7 +78,9 @@ pub(crate) fn run_interop() -> Result<(), String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     // rmcp's echo server and client, from their own pinned lock file, into the one target
     // directory (what they share with the workspace is built once).
-    let target = root().join("target");
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"));
     run(Command::new(&cargo)
         .args(["build", "--locked", "--manifest-path"])
         .arg(root().join("tests/rmcp-peer/Cargo.toml"))
