@@ -565,7 +565,12 @@ impl HttpTransport {
                     "invalid protocol message in a reply: {}",
                     invalid.reason
                 );
-                if let Some(id) = invalid.id {
+                if let Some(refusal) = invalid.refusal() {
+                    // The server's own request, malformed: refused, so that it does not wait.
+                    self.post_answer(refusal).await;
+                    return Ok(());
+                }
+                if let Some(id) = invalid.id.filter(|_| !invalid.request) {
                     let error = HttpError::InvalidAnswer {
                         server: self.server().to_owned(),
                         reason: invalid.reason,
@@ -623,8 +628,13 @@ impl HttpTransport {
     }
 
     async fn answer_server_request(&self, request: Request) {
-        let reply = self.state.config.server_requests.answer(request);
-        if let Ok(response) = self.post(reply.to_line()).send().await {
+        self.post_answer(self.state.config.server_requests.answer(request))
+            .await;
+    }
+
+    /// POSTs the answer to a server's request.
+    async fn post_answer(&self, answer: Message) {
+        if let Ok(response) = self.post(answer.to_line()).send().await {
             let _ = self.check_status(response, None).await;
         }
     }

@@ -100,3 +100,22 @@ async fn the_defaults_policy_accepts_and_declared_roots_list_the_job() {
     );
     server.close().await;
 }
+
+#[tokio::test]
+async fn a_malformed_request_is_refused_and_never_taken_for_an_answer_to_a_call() {
+    let server = connect(ClientSettings::default(), ConnectionContext::default()).await;
+    // The server's request reuses the pending call's id: refused with -32600, and the call
+    // still gets its own answer.
+    let answer = server.call("ask_malformed", json!({})).await.expect("call");
+    assert!(answer.is_ok(), "{answer:?}");
+    assert_eq!(answer.value["refused"]["code"], -32600, "{answer:?}");
+    assert_eq!(server.counts().unmatched, 0);
+    let stray = server.call("stray_answer", json!({})).await.expect("call");
+    assert_eq!(stray.value, json!({"sent": true}));
+    assert_eq!(
+        server.counts().unmatched,
+        1,
+        "the answer to an id never sent is counted"
+    );
+    server.close().await;
+}

@@ -64,6 +64,7 @@ fn decode_object_line(line: &[u8]) -> DecodedLine {
         Err(error) if mentions_jsonrpc(line) => DecodedLine::Invalid(InvalidMessage {
             reason: InvalidReason::NotJson(error.to_string()),
             id: None,
+            request: false,
         }),
         Err(_) => DecodedLine::NotProtocol,
     }
@@ -88,6 +89,7 @@ fn decode_batch_line(line: &[u8], allow_batch: bool) -> DecodedLine {
         return DecodedLine::Invalid(InvalidMessage {
             reason: InvalidReason::BatchNotAllowed,
             id: None,
+            request: false,
         });
     }
     let mut messages = Vec::with_capacity(fields.len());
@@ -101,6 +103,7 @@ fn decode_batch_line(line: &[u8], allow_batch: bool) -> DecodedLine {
                         reason: Box::new(invalid.reason),
                     },
                     id: invalid.id,
+                    request: invalid.request,
                 });
             }
             None => unreachable!("batch elements were checked for a jsonrpc member"),
@@ -254,9 +257,11 @@ impl RawFields<'_> {
     fn into_message(self) -> Option<Result<Message, InvalidMessage>> {
         let jsonrpc = self.jsonrpc?;
         let readable_id = self.id.and_then(|raw| read_id(raw).ok());
+        let request = self.method.is_some() && self.result.is_none() && self.error.is_none();
         Some(self.validate(jsonrpc).map_err(|reason| InvalidMessage {
             reason,
             id: readable_id,
+            request,
         }))
     }
 

@@ -1,6 +1,6 @@
 use std::fmt;
 
-use super::RequestId;
+use super::{ErrorObject, ErrorResponse, Message, RequestId};
 
 /// The JSON type of a value, named in validation reasons ("id is an object").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,7 +120,8 @@ pub enum InvalidReason {
 
 /// A line that claimed to be a JSON-RPC message and failed validation.
 ///
-/// `id` is the request id when it could be read, so the call waiting for it can fail at once.
+/// `id` is the request id when it could be read: of an answer, so the call waiting for it
+/// can fail at once; of the sender's own request (`request`), so it can be refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid JSON-RPC message: {reason}")]
 pub struct InvalidMessage {
@@ -128,4 +129,31 @@ pub struct InvalidMessage {
     pub reason: InvalidReason,
     /// The id, when one could be read.
     pub id: Option<RequestId>,
+    /// Whether the message was a request or a notification (it has `method`, and neither
+    /// `result` nor `error`): its id is then the sender's own, never one of the receiver's
+    /// requests, and a request is answered with `-32600`.
+    pub request: bool,
+}
+
+impl InvalidMessage {
+    /// The answer an invalid request gets: `-32600` naming what is wrong, under its id.
+    /// `None` for anything else (an invalid answer, or a request without a readable id).
+    ///
+    /// ```
+    /// use maljan_mcp_proto::jsonrpc::{DecodedLine, decode_line};
+    /// let line = br#"{"jsonrpc":"2.0","id":7,"method":"ping","params":null}"#;
+    /// let DecodedLine::Invalid(invalid) = decode_line(line, false) else { panic!() };
+    /// let refusal = invalid.refusal().unwrap().to_json();
+    /// assert!(refusal.contains(r#""id":7"#) && refusal.contains("-32600"), "{refusal}");
+    /// ```
+    pub fn refusal(&self) -> Option<Message> {
+        let id = self.id.clone().filter(|_| self.request)?;
+        Some(Message::Error(ErrorResponse {
+            id: Some(id),
+            error: ErrorObject::new(
+                super::error_codes::INVALID_REQUEST,
+                format!("invalid request: {}", self.reason),
+            ),
+        }))
+    }
 }

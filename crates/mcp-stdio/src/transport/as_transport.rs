@@ -100,7 +100,10 @@ impl Transport for StdioTransport {
     }
 
     fn counts(&self) -> TransportCounts {
-        StdioTransport::counts(self).into()
+        TransportCounts {
+            unmatched: self.unmatched(),
+            ..StdioTransport::counts(self).into()
+        }
     }
 
     fn server_pid(&self) -> Option<u32> {

@@ -1,7 +1,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -40,6 +40,8 @@ pub(crate) struct ConnectionState {
     pending: Mutex<HashMap<RequestId, PendingEntry>>,
     failure: Mutex<Option<StdioError>>,
     counts: Mutex<LineCounts>,
+    /// Answers to no pending request (late, or an id never sent), dropped.
+    unmatched: AtomicU64,
     outgoing: Mutex<Option<mpsc::Sender<Vec<u8>>>>,
     next_id: AtomicI64,
     close_window: AtomicBool,
@@ -206,6 +208,7 @@ impl StdioTransport {
             pending: Mutex::default(),
             failure: Mutex::default(),
             counts: Mutex::default(),
+            unmatched: AtomicU64::new(0),
             outgoing: Mutex::new(Some(outgoing_tx)),
             next_id: AtomicI64::new(1),
             close_window: AtomicBool::new(false),
@@ -354,6 +357,12 @@ impl StdioTransport {
     /// The counts of what stdout held so far.
     pub fn counts(&self) -> LineCounts {
         *lock(&self.shared.counts)
+    }
+
+    /// How many answers came to no pending request (late ones, after their call gave up,
+    /// or ids never sent): each was dropped, never given to another request.
+    pub fn unmatched(&self) -> u64 {
+        self.shared.unmatched.load(Ordering::Relaxed)
     }
 
     /// The last lines the server wrote on stderr.
@@ -582,6 +591,7 @@ async fn handle_event(
                     let _ = entry.reply.send(Ok(Reply::Result(result)));
                 }
                 None => {
+                    shared.unmatched.fetch_add(1, Ordering::Relaxed);
                     tracing::debug!(server, %id, "an answer to no pending request (given up on?)")
                 }
             }
@@ -592,12 +602,15 @@ async fn handle_event(
                 Some(entry) => {
                     let _ = entry.reply.send(Ok(Reply::Error(error)));
                 }
-                None => tracing::warn!(
-                    server,
-                    code = error.code,
-                    "an error answer to no pending request: {}",
-                    error.message
-                ),
+                None => {
+                    shared.unmatched.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(
+                        server,
+                        code = error.code,
+                        "an error answer to no pending request: {}",
+                        error.message
+                    );
+                }
             }
         }
         Event::Message(Message::Request(request)) => {
@@ -635,6 +648,15 @@ async fn handle_event(
                     "invalid protocol message on stdout: {}: {excerpt}",
                     invalid.reason
                 );
+            }
+            if let Some(refusal) = invalid.refusal() {
+                // The server's own request, malformed: refused, so that it does not wait; its
+                // id is the server's, never one of ours.
+                let _ = shared.send_line(encode(&refusal)).await;
+                return;
+            }
+            if invalid.request {
+                return;
             }
             let entry = invalid
                 .id

@@ -25,7 +25,10 @@
 //! `client_capabilities` (the capabilities the client declared in `initialize`), `meta`
 //! (the call's own `_meta`), `needs_input {method, params, always}` (answers
 //! `input_required` asking `method` under the key `q` with request state `s1`, then, asked
-//! again with the input, what it was given; with `always`, asks for ever).
+//! again with the input, what it was given; with `always`, asks for ever), `ask_malformed`
+//! (sends the client a request under the call's own id with `params: null`, then answers
+//! with the client's answer to it), `stray_answer` (writes an answer to an id never sent,
+//! then answers).
 
 use std::io::{BufRead, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -125,6 +128,8 @@ fn handle(b: &mut Behaviour, request: Request) {
                 "client_capabilities",
                 "meta",
                 "needs_input",
+                "ask_malformed",
+                "stray_answer",
             ];
             let extra = if b.put_sample {
                 &["put_sample"][..]
@@ -249,6 +254,19 @@ fn handle(b: &mut Behaviour, request: Request) {
                         line["params"] = args["params"].clone();
                     }
                     write_raw(format!("{line}\n").as_bytes());
+                }
+                "ask_malformed" => {
+                    // A request under the call's own id, invalid (params null): it must be
+                    // refused, and the call must not be failed by it.
+                    b.asking = Some(id.clone());
+                    let line =
+                        json!({"jsonrpc": "2.0", "id": id, "method": "ping", "params": null});
+                    write_raw(format!("{line}\n").as_bytes());
+                }
+                "stray_answer" => {
+                    let stray = json!({"jsonrpc": "2.0", "id": 987654321, "result": {}});
+                    write_raw(format!("{stray}\n").as_bytes());
+                    b.answer(&id, tool_result(json!({"sent": true})), "");
                 }
                 "meta" => b.answer(&id, tool_result(json!({"meta": params["_meta"]})), ""),
                 "needs_input" => {
