@@ -28,6 +28,9 @@ const VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
 const LAST_EVENT_ID: &str = "last-event-id";
 /// How many times a cut reply stream is resumed before giving up.
 const MAX_RESUMES: u32 = 5;
+/// The longest a server's `retry` may make a cut stream wait before it is resumed: a
+/// hostile or mistaken value (hours) does not stall a call.
+const MAX_RETRY_DELAY: Duration = Duration::from_secs(30);
 
 /// Settings of a Streamable HTTP connection.
 ///
@@ -495,7 +498,9 @@ impl HttpTransport {
                 while let Some(item) = parser.poll_item() {
                     match item {
                         SseItem::Event(event) => self.handle_line(event.data.as_bytes()).await?,
-                        SseItem::Retry(ms) => retry = Duration::from_millis(ms),
+                        SseItem::Retry(ms) => {
+                            retry = Duration::from_millis(ms).min(MAX_RETRY_DELAY);
+                        }
                         SseItem::Oversized { length } => {
                             lock(&self.state.counts).oversized += 1;
                             tracing::warn!(
