@@ -2,15 +2,15 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use base64::Engine;
-use base64::prelude::BASE64_STANDARD;
 use futures::StreamExt;
 use maljan_mcp_proto::json_writer::request_line;
 use maljan_mcp_proto::jsonrpc::{
     DecodedLine, ErrorResponse, Message, Notification, Reply, Request, RequestId, Response,
     decode_line,
 };
-use maljan_mcp_proto::mcp::{ServerRequestPolicy, methods};
+use maljan_mcp_proto::mcp::{
+    ServerRequestPolicy, encode_header_value, headers, meta_keys, methods,
+};
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -20,11 +20,6 @@ use crate::waiting::{Delivery, WaitEnd, Waiting, WaitingRequests};
 use crate::{DEFAULT_MAX_EVENT_BYTES, HttpError, SseItem, SseParser};
 
 const SESSION_HEADER: &str = "mcp-session-id";
-const VERSION_HEADER: &str = "mcp-protocol-version";
-const METHOD_HEADER: &str = "mcp-method";
-const NAME_HEADER: &str = "mcp-name";
-/// The `_meta` key that makes a request one of the modern era.
-const VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
 const LAST_EVENT_ID: &str = "last-event-id";
 /// How many times a cut reply stream is resumed before giving up.
 const MAX_RESUMES: u32 = 5;
@@ -270,15 +265,15 @@ impl HttpTransport {
         match modern {
             Some(modern) => {
                 request = request
-                    .header(VERSION_HEADER, &modern.version)
-                    .header(METHOD_HEADER, &modern.method);
+                    .header(headers::PROTOCOL_VERSION, &modern.version)
+                    .header(headers::METHOD, &modern.method);
                 if let Some(name) = &modern.name {
-                    request = request.header(NAME_HEADER, name);
+                    request = request.header(headers::NAME, name);
                 }
             }
             None => {
                 if let Some(version) = lock(&self.state.protocol_version).clone() {
-                    request = request.header(VERSION_HEADER, version);
+                    request = request.header(headers::PROTOCOL_VERSION, version);
                 }
             }
         }
@@ -299,7 +294,7 @@ impl HttpTransport {
             get = get.header(SESSION_HEADER, session);
         }
         if let Some(version) = lock(&self.state.protocol_version).clone() {
-            get = get.header(VERSION_HEADER, version);
+            get = get.header(headers::PROTOCOL_VERSION, version);
         }
         get
     }
@@ -798,32 +793,22 @@ impl ModernHeaders {
     /// The headers of a request whose params name a protocol version in `_meta`; `None` for
     /// a legacy request.
     fn of(method: &str, params: &Value) -> Option<ModernHeaders> {
-        let version = params.get("_meta")?.get(VERSION_META)?.as_str()?;
+        let version = params
+            .get("_meta")?
+            .get(meta_keys::PROTOCOL_VERSION)?
+            .as_str()?;
         let name = match method {
             methods::TOOLS_CALL | "prompts/get" => params.get("name"),
             "resources/read" => params.get("uri"),
             _ => None,
         }
         .and_then(Value::as_str)
-        .map(header_safe);
+        .map(encode_header_value);
         Some(ModernHeaders {
             version: version.to_owned(),
             method: method.to_owned(),
             name,
         })
-    }
-}
-
-/// A value as a header may carry it: as written when it is visible ASCII (inner spaces
-/// allowed) and does not look like the wrapper, else `=?base64?…?=` around its UTF-8.
-fn header_safe(value: &str) -> String {
-    let visible = value.bytes().all(|b| (0x20..0x7f).contains(&b));
-    let padded = value.starts_with(' ') || value.ends_with(' ');
-    let wrapped = value.starts_with("=?") && value.ends_with("?=");
-    if visible && !padded && !wrapped {
-        value.to_owned()
-    } else {
-        format!("=?base64?{}?=", BASE64_STANDARD.encode(value))
     }
 }
 
@@ -850,14 +835,14 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 
 #[cfg(test)]
 mod tests {
-    use proptest::prelude::*;
     use serde_json::json;
 
     use super::*;
 
     #[test]
     fn a_modern_request_names_its_version_method_and_tool() {
-        let params = json!({"name": "file_info", "_meta": {VERSION_META: "2026-07-28"}});
+        let params =
+            json!({"name": "file_info", "_meta": {meta_keys::PROTOCOL_VERSION: "2026-07-28"}});
         let headers = ModernHeaders::of("tools/call", &params).expect("modern");
         assert_eq!(
             (headers.version.as_str(), headers.method.as_str()),
@@ -866,25 +851,12 @@ mod tests {
         assert_eq!(headers.name.as_deref(), Some("file_info"));
         let listing = ModernHeaders::of(
             "tools/list",
-            &json!({"_meta": {VERSION_META: "2026-07-28"}}),
+            &json!({"_meta": {meta_keys::PROTOCOL_VERSION: "2026-07-28"}}),
         );
         assert!(listing.expect("modern").name.is_none());
         assert!(
             ModernHeaders::of("tools/call", &json!({"name": "x"})).is_none(),
             "legacy"
         );
-    }
-
-    proptest! {
-        #[test]
-        fn any_name_becomes_a_valid_header_that_says_it(name in "\\PC{0,40}") {
-            let sent = header_safe(&name);
-            prop_assert!(HeaderValue::try_from(sent.as_str()).is_ok(), "{sent:?}");
-            let said = match sent.strip_prefix("=?base64?").and_then(|v| v.strip_suffix("?=")) {
-                Some(encoded) => String::from_utf8(BASE64_STANDARD.decode(encoded).unwrap()).unwrap(),
-                None => sent.clone(),
-            };
-            prop_assert_eq!(said, name);
-        }
     }
 }

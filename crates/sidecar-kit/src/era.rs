@@ -3,15 +3,11 @@
 //! `_meta` key, for a version the kit speaks.
 
 use maljan_mcp_proto::jsonrpc::{ErrorObject, error_codes};
-use maljan_mcp_proto::mcp::{MODERN_VERSION, modern_error_codes};
+use maljan_mcp_proto::mcp::{MODERN_VERSION, meta_keys, modern_error_codes};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
-const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
-/// Where a modern result says which server answered.
-pub(crate) const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 /// Every version the kit speaks, newest first.
 pub(crate) const SUPPORTED: [&str; 5] = [
     MODERN_VERSION,
@@ -68,14 +64,15 @@ pub(crate) fn meta_era(
     meta: Option<&Map<String, Value>>,
     modern: bool,
 ) -> Result<RequestEra, ErrorObject> {
-    let version = meta.and_then(|m| m.get(PROTOCOL_VERSION));
+    let version = meta.and_then(|m| m.get(meta_keys::PROTOCOL_VERSION));
     let Some(version) = version else {
         if modern {
             return Err(refusal(
                 error_codes::INVALID_PARAMS,
                 format!(
                     "a modern request (server/discover, or one with the Mcp-Method header) \
-                     needs _meta[{PROTOCOL_VERSION:?}]"
+                     needs _meta[{:?}]",
+                    meta_keys::PROTOCOL_VERSION
                 ),
                 None,
             ));
@@ -92,10 +89,16 @@ pub(crate) fn meta_era(
             Some(json!({"supported": [MODERN_VERSION], "requested": version})),
         ));
     }
-    if !meta.is_some_and(|m| m.get(CLIENT_CAPABILITIES).is_some_and(Value::is_object)) {
+    if !meta.is_some_and(|m| {
+        m.get(meta_keys::CLIENT_CAPABILITIES)
+            .is_some_and(Value::is_object)
+    }) {
         return Err(refusal(
             error_codes::INVALID_PARAMS,
-            format!("a modern request needs _meta[{CLIENT_CAPABILITIES:?}] (an object)"),
+            format!(
+                "a modern request needs _meta[{:?}] (an object)",
+                meta_keys::CLIENT_CAPABILITIES
+            ),
             None,
         ));
     }

@@ -18,12 +18,13 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use base64::Engine;
-use base64::prelude::BASE64_STANDARD;
 use maljan_mcp_proto::jsonrpc::{
     DecodedLine, ErrorObject, ErrorResponse, Message, Request, RequestId, decode_line, error_codes,
 };
-use maljan_mcp_proto::mcp::{CancelledParams, MODERN_VERSION, methods, modern_error_codes};
+use maljan_mcp_proto::mcp::headers as modern_headers;
+use maljan_mcp_proto::mcp::{
+    CancelledParams, MODERN_VERSION, decode_header_value, methods, modern_error_codes,
+};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
@@ -34,10 +35,6 @@ use crate::tool::Cancellation;
 use crate::{JobDir, Server};
 
 const SESSION_HEADER: &str = "mcp-session-id";
-/// The headers a modern POST names its version, its method and its tool in.
-const VERSION_HEADER: &str = "mcp-protocol-version";
-const METHOD_HEADER: &str = "mcp-method";
-const NAME_HEADER: &str = "mcp-name";
 /// The methods a modern request may name here; any other is 404 with `-32601`.
 const MODERN_METHODS: [&str; 3] = [
     methods::SERVER_DISCOVER,
@@ -311,7 +308,7 @@ async fn handle_post(
         let era = if request.method == methods::TOOLS_CALL {
             // A call's params may be a multi-MiB file chunk: its era is told here by its
             // headers, and its `_meta` checked as the call is read.
-            Ok(if headers.contains_key(METHOD_HEADER) {
+            Ok(if headers.contains_key(modern_headers::METHOD) {
                 RequestEra::Modern
             } else {
                 RequestEra::Legacy
@@ -338,19 +335,9 @@ async fn handle_post(
     legacy_post(&state, &headers, message).await
 }
 
-/// A header's value as sent; `=?base64?…?=` decoded.
+/// A header's value as its sender meant it (`=?base64?…?=` unwrapped).
 fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
-    let value = headers.get(name)?.to_str().ok()?;
-    match value
-        .strip_prefix("=?base64?")
-        .and_then(|v| v.strip_suffix("?="))
-    {
-        Some(encoded) => BASE64_STANDARD
-            .decode(encoded)
-            .ok()
-            .and_then(|b| String::from_utf8(b).ok()),
-        None => Some(value.to_owned()),
-    }
+    decode_header_value(headers.get(name)?.to_str().ok()?)
 }
 
 /// A modern request: stateless, its headers matching its body, its calls run in the job
@@ -364,12 +351,12 @@ async fn modern_post(state: &Arc<HttpState>, headers: &HeaderMap, request: Reque
             detail,
         )
     };
-    if header_text(headers, VERSION_HEADER).as_deref() != Some(MODERN_VERSION) {
+    if header_text(headers, modern_headers::PROTOCOL_VERSION).as_deref() != Some(MODERN_VERSION) {
         return mismatch(format!(
             "the MCP-Protocol-Version header must be {MODERN_VERSION:?}, as in _meta"
         ));
     }
-    if header_text(headers, METHOD_HEADER).as_deref() != Some(request.method.as_str()) {
+    if header_text(headers, modern_headers::METHOD).as_deref() != Some(request.method.as_str()) {
         return mismatch(format!(
             "the Mcp-Method header must be {:?}, the body's method",
             request.method
@@ -394,7 +381,7 @@ async fn modern_post(state: &Arc<HttpState>, headers: &HeaderMap, request: Reque
             ),
         };
     }
-    let Some(name) = header_text(headers, NAME_HEADER) else {
+    let Some(name) = header_text(headers, modern_headers::NAME) else {
         return mismatch("a tools/call needs the Mcp-Name header, naming its tool".to_owned());
     };
     let (id, params) = match state.server.answer(request) {
@@ -564,7 +551,8 @@ async fn handle_delete(State(state): State<Arc<HttpState>>, headers: HeaderMap) 
         return refusal;
     }
     if headers.get(SESSION_HEADER).is_none()
-        && header_text(&headers, VERSION_HEADER).as_deref() == Some(MODERN_VERSION)
+        && header_text(&headers, modern_headers::PROTOCOL_VERSION).as_deref()
+            == Some(MODERN_VERSION)
     {
         // The modern era has no sessions to end.
         return StatusCode::METHOD_NOT_ALLOWED.into_response();

@@ -13,7 +13,7 @@ use maljan_mcp_proto::jsonrpc::{
 use maljan_mcp_proto::maljan::{CapabilityManifest, ErrorCode, ToolFailure};
 use maljan_mcp_proto::mcp::{
     CancelledParams, Implementation, InitializeParams, InitializeResult, ListToolsResult,
-    ProtocolVersion, Tool, methods, modern_error_codes,
+    ProtocolVersion, Tool, meta_keys, methods, modern_error_codes,
 };
 use maljan_mcp_stdio::{ClassifierConfig, Event, LineClassifier};
 use serde_json::value::RawValue;
@@ -348,7 +348,7 @@ impl Server {
                     "ttlMs": era::TTL_MS,
                     "cacheScope": "public",
                     "resultType": "complete",
-                    "_meta": {era::SERVER_INFO: self.info},
+                    "_meta": {meta_keys::SERVER_INFO: self.info},
                 }),
             ),
             methods::INITIALIZE => {
@@ -376,7 +376,7 @@ impl Server {
                     "ttlMs": era::TTL_MS,
                     "cacheScope": "public",
                     "resultType": "complete",
-                    "_meta": {era::SERVER_INFO: self.info},
+                    "_meta": {meta_keys::SERVER_INFO: self.info},
                 }),
             ),
             methods::TOOLS_LIST => {

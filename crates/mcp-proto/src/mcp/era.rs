@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 
 use crate::jsonrpc::{ErrorObject, Reply};
 
-use super::Implementation;
+use super::{Implementation, meta_keys};
 
 /// The modern protocol version this client speaks.
 pub const MODERN_VERSION: &str = "2026-07-28";
@@ -50,9 +50,6 @@ pub struct DiscoverResult {
     pub meta: Option<Map<String, Value>>,
 }
 
-/// The `_meta` key under which a modern result says which server answered.
-pub const SERVER_INFO_META: &str = "io.modelcontextprotocol/serverInfo";
-
 impl DiscoverResult {
     /// Who the server says it is (`_meta["io.modelcontextprotocol/serverInfo"]`), when it
     /// says so in a readable form: for display only.
@@ -66,7 +63,7 @@ impl DiscoverResult {
     /// assert_eq!(result.server_info().unwrap().name, "kit");
     /// ```
     pub fn server_info(&self) -> Option<Implementation> {
-        let info = self.meta.as_ref()?.get(SERVER_INFO_META)?;
+        let info = self.meta.as_ref()?.get(meta_keys::SERVER_INFO)?;
         serde_json::from_value(info.clone()).ok()
     }
 }
@@ -206,17 +203,14 @@ pub fn modern_meta(
 ) -> Map<String, Value> {
     let mut meta = Map::new();
     meta.insert(
-        "io.modelcontextprotocol/protocolVersion".to_owned(),
+        meta_keys::PROTOCOL_VERSION.to_owned(),
         Value::String(version.to_owned()),
     );
     meta.insert(
-        "io.modelcontextprotocol/clientCapabilities".to_owned(),
+        meta_keys::CLIENT_CAPABILITIES.to_owned(),
         Value::Object(capabilities.clone()),
     );
-    meta.insert(
-        "io.modelcontextprotocol/clientInfo".to_owned(),
-        json!(client_info),
-    );
+    meta.insert(meta_keys::CLIENT_INFO.to_owned(), json!(client_info));
     meta
 }
 

@@ -5,17 +5,19 @@ mod era;
 mod input_required;
 mod lifecycle;
 pub mod methods;
+mod modern_wire;
 mod notifications;
 mod server_requests;
 mod tools;
 mod version;
 
 pub use era::{
-    DiscoverResult, EraVerdict, MODERN_VERSION, SERVER_INFO_META, modern_error_codes, modern_meta,
+    DiscoverResult, EraVerdict, MODERN_VERSION, modern_error_codes, modern_meta,
     read_discover_answer,
 };
 pub use input_required::{InputRequest, InputRequired, ResultKind, read_result_kind};
 pub use lifecycle::{Implementation, InitializeParams, InitializeResult};
+pub use modern_wire::{decode_header_value, encode_header_value, headers, meta_keys};
 pub use notifications::{CancelledParams, LoggingMessageParams, ProgressParams};
 pub use server_requests::{ClientRoot, ElicitationPolicy, ServerRequestPolicy};
 pub use tools::{
