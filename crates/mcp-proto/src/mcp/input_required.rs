@@ -73,8 +73,9 @@ struct KindOnly {
     result_type: Option<String>,
 }
 
-/// Reads what a result is. A result that does not name `resultType` anywhere is complete
-/// without being parsed again (a file chunk's answer is megabytes).
+/// Reads what a result is. A result whose every `"resultType"` member says `"complete"`
+/// (or that names none, a legacy one's) is complete without being parsed here: a tool's
+/// answer may be megabytes, and is parsed once, as a tool result.
 ///
 /// ```
 /// use maljan_mcp_proto::mcp::{ResultKind, read_result_kind};
@@ -87,7 +88,7 @@ struct KindOnly {
 /// assert!(matches!(asked, ResultKind::InputRequired(input) if input.input_requests.len() == 1));
 /// ```
 pub fn read_result_kind(result: &RawValue) -> Result<ResultKind, serde_json::Error> {
-    if memmem::find(result.get().as_bytes(), b"\"resultType\"").is_none() {
+    if says_complete_wherever_typed(result.get().as_bytes()) {
         return Ok(ResultKind::Complete);
     }
     let kind: KindOnly = serde_json::from_str(result.get())?;
@@ -96,6 +97,26 @@ pub fn read_result_kind(result: &RawValue) -> Result<ResultKind, serde_json::Err
         Some("input_required") => ResultKind::InputRequired(serde_json::from_str(result.get())?),
         Some(other) => ResultKind::Other(other.to_owned()),
     })
+}
+
+/// Whether every `"resultType"` in the JSON text is a member whose value is `"complete"`.
+/// The result's own member, when it has one, is among them; one inside a string is escaped
+/// (`\"resultType\"`) and never matches.
+fn says_complete_wherever_typed(json: &[u8]) -> bool {
+    const KEY: &[u8] = b"\"resultType\"";
+    memmem::find_iter(json, KEY).all(|at| {
+        let after = &json[at + KEY.len()..];
+        let after = skip_whitespace(after);
+        after.first() == Some(&b':') && skip_whitespace(&after[1..]).starts_with(b"\"complete\"")
+    })
+}
+
+fn skip_whitespace(json: &[u8]) -> &[u8] {
+    let start = json
+        .iter()
+        .position(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+        .unwrap_or(json.len());
+    &json[start..]
 }
 
 #[cfg(test)]
@@ -169,6 +190,8 @@ mod tests {
             r#"{"content":[]}"#,
             r#"{"resultType":"complete","content":[]}"#,
             r#"{"content":[{"type":"text","text":"\"resultType\""}]}"#,
+            r#"{"resultType" :  "complete","content":[]}"#,
+            r#"{"content":[],"structuredContent":{"resultType":"complete"}}"#,
         ] {
             assert_eq!(read_result_kind(&raw(text)).unwrap(), ResultKind::Complete);
         }
@@ -186,6 +209,16 @@ mod tests {
         let read: Vec<_> = input.requests().collect();
         assert_eq!(read[0].1.as_ref().unwrap().method, "roots/list");
         assert!(read[1].1.as_ref().unwrap_err().contains("\"b\""));
+    }
+
+    #[test]
+    fn a_nested_complete_does_not_hide_the_results_own_type() {
+        let kind = read_result_kind(&raw(
+            r#"{"structuredContent":{"resultType":"complete"},"resultType":"input_required",
+                "inputRequests":{}}"#,
+        ))
+        .unwrap();
+        assert!(matches!(kind, ResultKind::InputRequired(_)), "{kind:?}");
     }
 
     #[test]
