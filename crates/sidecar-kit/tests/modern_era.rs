@@ -217,6 +217,12 @@ async fn over_http_a_modern_client_needs_no_session_and_headers_that_match_its_b
             -32020,
         ),
         (
+            modern_headers("tools/call", Some("=?base64?not base64!?=")),
+            call.clone(),
+            400,
+            -32020,
+        ),
+        (
             modern_headers("tools/call", Some("other")),
             call.clone(),
             400,

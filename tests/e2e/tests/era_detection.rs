@@ -13,7 +13,6 @@ use maljan_client::{
 };
 use maljan_ledger::MemorySink;
 use maljan_mcp_proto::maljan::ErrorCode;
-use maljan_sidecar_kit::{HttpOptions, Server, ToolSpec};
 use serde_json::json;
 
 const MISBEHAVING: &str = env!("CARGO_BIN_EXE_misbehaving-server");
@@ -217,24 +216,9 @@ async fn input_required_is_answered_by_the_policy_or_failed_with_a_clear_code() 
     server.close().await;
 }
 
-/// A kit server over HTTP on loopback, serving until the test ends.
-async fn kit_over_http() -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let url = format!("http://{}/mcp", listener.local_addr().expect("address"));
-    let server = Server::builder("http-kit", "0.0.1")
-        .tool(ToolSpec::new("hello", "Says hello"), |_, _| {
-            Ok(json!({"hello": "world"}))
-        })
-        .build();
-    tokio::spawn(server.serve_http_with(listener, HttpOptions::default(), std::future::pending()));
-    url
-}
-
 #[tokio::test]
 async fn over_http_the_kit_is_modern_and_an_origin_found_legacy_is_not_probed_again() {
-    let url = kit_over_http().await;
+    let url = maljan_e2e::hello_kit_over_http().await;
     let config = ServerConfig::http("kit", &url);
     let context = ConnectionContext::default();
     let server = ServerConnection::connect(&config, settings(), context.clone())

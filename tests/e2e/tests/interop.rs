@@ -12,7 +12,6 @@ use std::time::Duration;
 use maljan_client::{
     ClientSettings, ConnectionContext, EraChoice, ServerCommand, ServerConfig, ServerConnection,
 };
-use maljan_sidecar_kit::{HttpOptions, Server, ToolSpec};
 use serde_json::{Value, json};
 
 /// The Python SDK server the tests run: echo, get-sum and a long-running tool with progress.
@@ -364,25 +363,10 @@ fn python_sdk_2_client_against_the_kit_over_stdio_in_both_eras() {
     assert_both_eras(&seen, &json!({"child_ok": true}));
 }
 
-/// A kit server over HTTP on loopback with one tool, `hello`; its URL.
-async fn kit_over_http() -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let url = format!("http://{}/mcp", listener.local_addr().expect("address"));
-    let server = Server::builder("http-kit", "0.0.1")
-        .tool(ToolSpec::new("hello", "Says hello"), |_, _| {
-            Ok(json!({"hello": "world"}))
-        })
-        .build();
-    tokio::spawn(server.serve_http_with(listener, HttpOptions::default(), std::future::pending()));
-    url
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "run by cargo xtask interop"]
 async fn python_sdk_2_client_against_the_kit_over_streamable_http_in_both_eras() {
-    let url = kit_over_http().await;
+    let url = maljan_e2e::hello_kit_over_http().await;
     let seen = tokio::task::spawn_blocking(move || python_client(&url, "hello"))
         .await
         .expect("join");
@@ -399,7 +383,7 @@ fn rmcp_client_against_the_kit_over_stdio_in_both_eras() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "run by cargo xtask interop"]
 async fn rmcp_client_against_the_kit_over_streamable_http_in_both_eras() {
-    let url = kit_over_http().await;
+    let url = maljan_e2e::hello_kit_over_http().await;
     let seen = tokio::task::spawn_blocking(move || rmcp_client(&url, "hello"))
         .await
         .expect("join");
