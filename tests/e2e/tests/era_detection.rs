@@ -13,6 +13,7 @@ use maljan_client::{
 };
 use maljan_ledger::MemorySink;
 use maljan_mcp_proto::maljan::ErrorCode;
+use maljan_sidecar_kit::{HttpOptions, Server, ToolSpec};
 use serde_json::json;
 
 const MISBEHAVING: &str = env!("CARGO_BIN_EXE_misbehaving-server");
@@ -247,4 +248,48 @@ async fn over_http_the_kit_is_modern_and_an_origin_found_legacy_is_not_probed_ag
         .expect("set up");
     assert_eq!(again.card().expect("card").era, "legacy");
     again.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modern_http_call_given_up_is_cancelled_by_closing_its_stream() {
+    let (tx, rx) = std::sync::mpsc::channel::<&'static str>();
+    let events = std::sync::Mutex::new(tx);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/mcp", listener.local_addr().expect("address"));
+    let server = Server::builder("spinner", "1")
+        .tool(
+            ToolSpec::new("spin", "works until cancelled"),
+            move |_, ctx| {
+                let _ = events.lock().expect("lock").send("started");
+                while !ctx.is_cancelled() {
+                    std::thread::yield_now();
+                }
+                let _ = events.lock().expect("lock").send("stopped");
+                ctx.check_cancelled().map(|()| json!({}))
+            },
+        )
+        .build();
+    tokio::spawn(server.serve_http_with(listener, HttpOptions::default(), std::future::pending()));
+    let mut impatient = settings();
+    impatient.default_timeout = Duration::from_millis(300);
+    let server = connect(&ServerConfig::http("spinner", &url), impatient).await;
+    assert_eq!(server.card().expect("card").era, "modern");
+    let answer = server.call("spin", json!({})).await.expect("call");
+    assert_eq!(
+        answer.failure().map(|f| &f.code),
+        Some(&ErrorCode::Unanswered)
+    );
+    // No notifications/cancelled exists in the era over HTTP: the handler stops because the
+    // client closed the call's stream.
+    let said: Vec<&str> = tokio::task::spawn_blocking(move || {
+        (0..2)
+            .map_while(|_| rx.recv_timeout(Duration::from_secs(60)).ok())
+            .collect()
+    })
+    .await
+    .expect("join");
+    assert_eq!(said, ["started", "stopped"]);
+    server.close().await;
 }
