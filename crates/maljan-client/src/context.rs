@@ -34,6 +34,14 @@ pub struct ConnectionContext {
 impl ConnectionContext {
     /// Connections that share what they learn of each HTTP origin's era (clones of one
     /// context already do).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use maljan_client::{ConnectionContext, KnownEras};
+    /// let known = Arc::new(KnownEras::default());
+    /// let context = ConnectionContext::default().with_known_eras(known.clone());
+    /// assert!(Arc::ptr_eq(context.known_eras(), &known));
+    /// ```
     pub fn with_known_eras(mut self, known: Arc<KnownEras>) -> Self {
         self.known_eras = known;
         self
