@@ -340,16 +340,34 @@ impl Root {
     }
 
     /// Renames a file of this directory to a name in `to_dir` (this one, or another on the
-    /// same filesystem), replacing what had that name. Both are names directly in their
-    /// directories.
-    pub fn rename(
+    /// same filesystem), never replacing anything: both are names directly in their
+    /// directories;
+    /// when the name is taken the error's kind is [`io::ErrorKind::AlreadyExists`] and
+    /// nothing moved.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let root = maljan_confine::Root::create(dir.path()).unwrap();
+    /// drop(root.create_new("a").unwrap());
+    /// drop(root.create_new("b").unwrap());
+    /// let taken = root.rename_new("a", &root, "b").unwrap_err();
+    /// assert_eq!(taken.kind(), std::io::ErrorKind::AlreadyExists);
+    /// root.rename_new("a", &root, "c").unwrap();
+    /// ```
+    pub fn rename_new(
         &self,
         from: impl AsRef<Path>,
         to_dir: &Root,
         to: impl AsRef<Path>,
     ) -> io::Result<()> {
         let (from, to) = (single_name(from.as_ref())?, single_name(to.as_ref())?);
-        rustix::fs::renameat(&self.dir, from, &to_dir.dir, to)?;
+        rustix::fs::renameat_with(
+            &self.dir,
+            from,
+            &to_dir.dir,
+            to,
+            rustix::fs::RenameFlags::NOREPLACE,
+        )?;
         Ok(())
     }
 
@@ -442,8 +460,8 @@ mod tests {
         let made = root.create_dirs("a/./b").unwrap();
         assert_eq!(made.path(), root.path().join("a/b"));
         made.create_new("c").unwrap();
-        made.rename("c", &made, "d").unwrap();
-        assert!(made.rename("d", &made, "../e").is_err());
+        made.rename_new("c", &made, "d").unwrap();
+        assert!(made.rename_new("d", &made, "../e").is_err());
         assert!(matches!(made.create_dir("d"), Err(Refusal::Exists { .. })));
         assert_eq!(
             made.create_dir("e").unwrap().path(),

@@ -2,6 +2,7 @@
 //! required `_meta` keys on each, and the input an `input_required` result asks for,
 //! answered by the client's policies.
 
+use maljan_mcp_proto::maljan::{JOB_KEY_META, JobKey};
 use maljan_mcp_proto::mcp::{
     Implementation, InputRequired, ProtocolVersion, ServerRequestPolicy, modern_meta,
 };
@@ -20,16 +21,28 @@ pub(crate) struct ModernRequests {
 }
 
 impl ModernRequests {
-    /// Requests in `version`, declaring the capabilities of `inputs` and who the client is.
+    /// Requests in `version`, declaring the capabilities of `inputs` and who the client is,
+    /// each naming the connection's own job (a fresh random job key), so that a kit server
+    /// keeps the files of its calls together and apart from every other caller's.
     pub(crate) fn new(
         version: ProtocolVersion,
         client_info: &Implementation,
         inputs: ServerRequestPolicy,
     ) -> Self {
-        ModernRequests {
-            meta: modern_meta(version.as_str(), &inputs.capabilities(), client_info),
-            inputs,
+        let mut meta = modern_meta(version.as_str(), &inputs.capabilities(), client_info);
+        match new_job_key() {
+            Some(key) => {
+                meta.insert(
+                    JOB_KEY_META.to_owned(),
+                    Value::String(key.as_str().to_owned()),
+                );
+            }
+            None => tracing::warn!(
+                "the system gave no randomness for a job key: each call to this server works \
+                 in a job of its own"
+            ),
         }
+        ModernRequests { meta, inputs }
     }
 
     /// The request with the era's `_meta` keys in its params (beside the keys it has, a
@@ -71,6 +84,14 @@ impl ModernRequests {
         }
         Ok(answers)
     }
+}
+
+/// A job key from the operating system's randomness; `None` when it gives none (a key
+/// must be unguessable, so there is no fallback).
+fn new_job_key() -> Option<JobKey> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).ok()?;
+    Some(JobKey::from_random(bytes))
 }
 
 #[cfg(test)]

@@ -25,7 +25,7 @@
 mod tools;
 
 use maljan_confine::Root;
-use maljan_sidecar_kit::{HttpOptions, Server, ServerBuilder, TransferLimits};
+use maljan_sidecar_kit::{CallLimits, HttpOptions, Server, ServerBuilder, TransferLimits};
 
 /// The server's name in its manifest.
 pub const NAME: &str = "maljan-sidecar";
@@ -45,10 +45,17 @@ fn tools() -> ServerBuilder {
         .tool(tools::unpack_spec(), tools::unpack)
 }
 
-/// The server with other bounds on its transfers, its tools also reading files beneath
-/// `roots` and the directories `MALJAN_ROOTS` names.
-pub fn server_with(roots: Vec<Root>, limits: TransferLimits) -> std::io::Result<Server> {
-    let mut builder = tools().file_transfer_with(limits).roots_from_env()?;
+/// The server with other bounds on its transfers and calls, its tools also reading files
+/// beneath `roots` and the directories `MALJAN_ROOTS` names.
+pub fn server_with(
+    roots: Vec<Root>,
+    limits: TransferLimits,
+    calls: CallLimits,
+) -> std::io::Result<Server> {
+    let mut builder = tools()
+        .file_transfer_with(limits)
+        .call_limits(calls)
+        .roots_from_env()?;
     for root in roots {
         builder = builder.root(root);
     }
@@ -59,7 +66,12 @@ pub fn server_with(roots: Vec<Root>, limits: TransferLimits) -> std::io::Result<
 /// read files beneath the job's directory (`MALJAN_JOB_DIR`) and the directories
 /// `MALJAN_ROOTS` names.
 pub async fn serve_stdio() -> std::io::Result<()> {
-    serve_stdio_with(server_with(Vec::new(), TransferLimits::default())?).await
+    serve_stdio_with(server_with(
+        Vec::new(),
+        TransferLimits::default(),
+        CallLimits::default(),
+    )?)
+    .await
 }
 
 /// [`serve_stdio`] with a server of the caller's (see [`server_with`]).

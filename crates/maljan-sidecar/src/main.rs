@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use maljan_confine::Root;
-use maljan_sidecar_kit::{HttpOptions, TransferLimits};
+use maljan_sidecar_kit::{CallLimits, HttpOptions, TransferLimits};
 
 /// The server decodes, hashes and encodes multi-MiB file chunks on a pool of blocking
 /// threads: mimalloc reuses those buffers across threads where the system allocator's
@@ -42,13 +42,36 @@ struct Options {
     /// more. Default: any, with a token; loopback names only, on loopback.
     #[arg(long, value_name = "HOST", requires = "http")]
     allowed_host: Vec<String>,
-    /// How many HTTP sessions may be open at once.
+    /// How many HTTP sessions may be open at once (and, apart, how many stateless jobs).
     #[arg(long, value_name = "N", default_value_t = maljan_sidecar_kit::MAX_SESSIONS, requires = "http")]
     max_sessions: usize,
+    /// How many HTTP sessions (and, apart, stateless jobs) one peer address may hold.
+    #[arg(long, value_name = "N", default_value_t = maljan_sidecar_kit::MAX_SESSIONS_PER_PEER, requires = "http")]
+    max_sessions_per_peer: usize,
+    /// How many HTTP connections may be open at once; past it, the oldest connection
+    /// carrying no request makes room. Keep it well under the open-file limit.
+    #[arg(long, value_name = "N", default_value_t = maljan_sidecar_kit::MAX_CONNECTIONS, requires = "http")]
+    max_connections: usize,
+    /// How many HTTP connections one peer address may hold.
+    #[arg(long, value_name = "N", default_value_t = maljan_sidecar_kit::MAX_CONNECTIONS_PER_PEER, requires = "http")]
+    max_connections_per_peer: usize,
+    /// How long a client has to send a request's headers (and how long a connection may
+    /// idle between requests), in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = maljan_sidecar_kit::HEADER_TIMEOUT.as_secs(), requires = "http")]
+    header_timeout: u64,
+    /// How long a client has to send a request's body once its headers are in, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = maljan_sidecar_kit::BODY_TIMEOUT.as_secs(), requires = "http")]
+    body_timeout: u64,
     /// How long an HTTP session may go without a request before it ends (and its job
     /// directory with it), in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = maljan_sidecar_kit::SESSION_IDLE.as_secs(), requires = "http")]
     session_idle: u64,
+    /// How many tool calls run at once.
+    #[arg(long, value_name = "N", default_value_t = maljan_sidecar_kit::MAX_CALLS_RUNNING)]
+    max_calls: usize,
+    /// How many tool calls may wait for a turn; past that a call is answered server_busy.
+    #[arg(long, value_name = "N", default_value_t = maljan_sidecar_kit::MAX_CALLS_QUEUED)]
+    max_queued_calls: usize,
     /// The largest upload accepted, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = maljan_sidecar_kit::MAX_UPLOAD_BYTES)]
     max_upload_bytes: u64,
@@ -91,7 +114,10 @@ async fn run(options: Options) -> Result<(), String> {
         })
         .collect::<Result<Vec<_>, _>>()?;
     let limits = TransferLimits::default().max_upload_bytes(options.max_upload_bytes);
-    let server = maljan_sidecar::server_with(roots, limits).map_err(|e| e.to_string())?;
+    let calls = CallLimits::default()
+        .running(options.max_calls)
+        .queued(options.max_queued_calls);
+    let server = maljan_sidecar::server_with(roots, limits, calls).map_err(|e| e.to_string())?;
     match &options.http {
         None => maljan_sidecar::serve_stdio_with(server)
             .await
@@ -99,7 +125,12 @@ async fn run(options: Options) -> Result<(), String> {
         Some(addr) => {
             let mut http = HttpOptions::default()
                 .max_sessions(options.max_sessions)
-                .session_idle(Duration::from_secs(options.session_idle));
+                .max_sessions_per_peer(options.max_sessions_per_peer)
+                .session_idle(Duration::from_secs(options.session_idle))
+                .max_connections(options.max_connections)
+                .max_connections_per_peer(options.max_connections_per_peer)
+                .header_timeout(Duration::from_secs(options.header_timeout))
+                .body_timeout(Duration::from_secs(options.body_timeout));
             if let Some(token) = token(&options)? {
                 http = http.bearer_token(token);
             }

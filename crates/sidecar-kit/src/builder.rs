@@ -7,6 +7,7 @@ use maljan_confine::Root;
 use maljan_mcp_proto::maljan::{CapabilityManifest, ToolCapability};
 use maljan_mcp_proto::mcp::Implementation;
 
+use crate::call_gate::CallLimits;
 use crate::call_params::Chunk;
 use crate::server::RegisteredTool;
 use crate::tool::{ChunkHandler, Handler};
@@ -19,6 +20,7 @@ pub struct ServerBuilder {
     version: String,
     tools: Vec<(ToolSpec, Handler, Option<ChunkHandler>)>,
     roots: Vec<Root>,
+    call_limits: CallLimits,
 }
 
 impl std::fmt::Debug for ServerBuilder {
@@ -40,7 +42,21 @@ impl ServerBuilder {
             version,
             tools: Vec::new(),
             roots: Vec::new(),
+            call_limits: CallLimits::default(),
         }
+    }
+
+    /// How many calls run at once and how many may wait for a turn ([`CallLimits`]); past
+    /// that a call is answered `server_busy`.
+    ///
+    /// ```
+    /// use maljan_sidecar_kit::{CallLimits, Server};
+    /// let server = Server::builder("demo", "1").call_limits(CallLimits::default().running(2)).build();
+    /// assert_eq!(server.call_limits().max_running(), 2);
+    /// ```
+    pub fn call_limits(mut self, limits: CallLimits) -> Self {
+        self.call_limits = limits;
+        self
     }
 
     /// Adds a tool. Its handler runs on a blocking thread; a panic in it becomes a
@@ -133,6 +149,6 @@ impl ServerBuilder {
             version: self.version,
             title: None,
         };
-        Server::new(info, tools, manifest, self.roots.into())
+        Server::new(info, tools, manifest, self.roots.into(), self.call_limits)
     }
 }

@@ -39,6 +39,7 @@
 
 mod buffers;
 mod builder;
+mod call_gate;
 mod call_params;
 mod confined;
 mod era;
@@ -54,13 +55,17 @@ mod stdio_safe;
 mod tool;
 
 pub use builder::ServerBuilder;
+pub use call_gate::{CallLimits, MAX_CALLS_QUEUED, MAX_CALLS_RUNNING};
 pub use confined::{ConfinedFile, ROOTS_ENV};
 pub use file_primitives::{
     CHUNKS_IN_FLIGHT, MAX_CHUNK_AHEAD, MAX_CHUNKS_WAITING, MAX_CHUNKS_WAITING_IN_ALL,
     MAX_GET_FILE_CHUNK, MAX_UPLOAD_BYTES, MAX_UPLOADS_IN_PROGRESS, SAMPLES_DIR, TURN_WAIT,
     TransferLimits, UPLOAD_IDLE,
 };
-pub use http::{HttpOptions, MAX_REQUEST_BYTES, MAX_SESSIONS, SESSION_IDLE};
+pub use http::{
+    BODY_TIMEOUT, HEADER_TIMEOUT, HttpOptions, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER,
+    MAX_REQUEST_BYTES, MAX_SESSIONS, MAX_SESSIONS_PER_PEER, SESSION_IDLE,
+};
 pub use job::{JOB_DIR_ENV, JobDir};
 pub use logging::log_to_stderr;
 pub use probe::{Probe, ProbeResult};

@@ -24,6 +24,7 @@ use tokio::sync::mpsc;
 use tokio::task::{AbortHandle, JoinSet};
 
 use crate::buffers::BUFFERS;
+use crate::call_gate::{CallGate, CallLimits};
 use crate::call_params::ToolCall;
 use crate::era::{self, RequestEra};
 use crate::reply::{response_line, tool_reply};
@@ -55,6 +56,17 @@ pub(crate) struct RegisteredTool {
     /// `Ok(found)` or `Err(reason)` from the dependency's probe.
     pub(crate) dependency: Option<Result<String, String>>,
 }
+
+/// The job a call works in: the one its stdio process or HTTP session holds, or one chosen
+/// from the call's own `_meta` as its params are read (a stateless HTTP caller's job key).
+pub(crate) enum CallJob {
+    Given(Arc<JobDir>),
+    ChosenBy(Box<ChooseJob>),
+}
+
+/// Chooses a call's job from its `_meta`; `Err` refuses the call.
+pub(crate) type ChooseJob =
+    dyn FnOnce(Option<&serde_json::Map<String, Value>>) -> Result<Arc<JobDir>, ErrorObject> + Send;
 
 /// A call in flight: how to stop its answer, and how to tell its handler to stop.
 #[derive(Debug)]
@@ -94,6 +106,7 @@ pub struct Server {
     manifest: CapabilityManifest,
     /// Directories besides each job's whose files tools may read.
     roots: Arc<[Root]>,
+    gate: CallGate,
 }
 
 impl std::fmt::Debug for Server {
@@ -130,13 +143,20 @@ impl Server {
         tools: Vec<RegisteredTool>,
         manifest: CapabilityManifest,
         roots: Arc<[Root]>,
+        call_limits: CallLimits,
     ) -> Server {
         Server {
             info,
             tools,
             manifest,
             roots,
+            gate: CallGate::new(call_limits),
         }
+    }
+
+    /// How many calls it runs at once, and how many may wait.
+    pub fn call_limits(&self) -> CallLimits {
+        self.gate.limits()
     }
 
     /// Starts building a server.
@@ -448,7 +468,10 @@ impl Server {
         job: Arc<JobDir>,
         cancellation: Cancellation,
     ) -> Vec<u8> {
-        match self.call_named(id, params, job, cancellation, None).await {
+        match self
+            .call_named(id, params, CallJob::Given(job), cancellation, None)
+            .await
+        {
             Ok(line) | Err((_, line)) => line,
         }
     }
@@ -461,12 +484,19 @@ impl Server {
         self: Arc<Self>,
         id: RequestId,
         params: Box<RawValue>,
-        job: Arc<JobDir>,
+        job: CallJob,
         cancellation: Cancellation,
         expected: Option<String>,
     ) -> Result<Vec<u8>, (String, Vec<u8>)> {
+        let turn = match self.gate.turn().await {
+            Ok(turn) => turn,
+            Err(busy) => return Ok(tool_reply(&id, Err(busy), &tool_name(&params))),
+        };
         let reply_id = id.clone();
-        let call = move || self.call_blocking(id, &params, job, cancellation, expected.as_deref());
+        let call = move || {
+            let _turn = turn;
+            self.call_blocking(id, &params, job, cancellation, expected.as_deref())
+        };
         match tokio::task::spawn_blocking(call).await {
             Ok(outcome) => outcome,
             Err(_) => Ok(encode(&error_reply(
@@ -489,7 +519,7 @@ impl Server {
         &self,
         id: RequestId,
         params: &RawValue,
-        job: Arc<JobDir>,
+        job: CallJob,
         cancellation: Cancellation,
         expected: Option<&str>,
     ) -> Result<Vec<u8>, (String, Vec<u8>)> {
@@ -513,6 +543,19 @@ impl Server {
             ));
             return Err((name, refusal));
         }
+        let job = match job {
+            CallJob::Given(job) => job,
+            CallJob::ChosenBy(choose) => match choose(call.meta()) {
+                Ok(job) => job,
+                Err(error) => {
+                    let refusal = encode(&Message::Error(ErrorResponse {
+                        id: Some(id),
+                        error,
+                    }));
+                    return Err((name, refusal));
+                }
+            },
+        };
         Ok(self.run_tool(id, call, name, job, cancellation))
     }
 
@@ -579,6 +622,18 @@ impl Server {
         });
         tool_reply(&id, result, &name)
     }
+}
+
+/// The tool a call's params name, for an answer given without reading them whole.
+fn tool_name(params: &RawValue) -> String {
+    #[derive(serde::Deserialize)]
+    struct NameOnly {
+        #[serde(default)]
+        name: String,
+    }
+    serde_json::from_str::<NameOnly>(params.get())
+        .map(|p| p.name)
+        .unwrap_or_default()
 }
 
 fn invalid_call_params(id: RequestId) -> Vec<u8> {

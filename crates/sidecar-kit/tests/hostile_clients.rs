@@ -363,11 +363,7 @@ async fn sessions_are_bounded_and_an_idle_one_ends_with_its_job_directory() {
     assert!(responses[0].starts_with("HTTP/1.1 200"));
     assert!(responses[1].starts_with("HTTP/1.1 200"));
     assert!(responses[2].starts_with("HTTP/1.1 503"), "{}", responses[2]);
-    assert!(
-        responses[2].contains("sessions are open"),
-        "{}",
-        responses[2]
-    );
+    assert!(responses[2].contains("jobs are open"), "{}", responses[2]);
 
     let idle = HttpOptions::default().session_idle(Duration::ZERO);
     let addr = serve(Server::builder("t", "1").file_transfer().build(), idle).await;

@@ -25,8 +25,39 @@ impl Drop for HttpSidecar {
 
 /// Starts the sidecar over HTTP and reads the endpoint it announces on stderr.
 pub(crate) fn start_http_sidecar() -> HttpSidecar {
-    let mut child = Command::new(SIDECAR)
+    start_http_sidecar_with(&[], None)
+}
+
+/// Starts the sidecar over HTTP on loopback with more `args`, under an open-file limit
+/// when one is given, and reads the endpoint it announces on stderr.
+pub(crate) fn start_http_sidecar_with(args: &[&str], open_files: Option<u32>) -> HttpSidecar {
+    start_http_sidecar_with_envs(args, open_files, &[])
+}
+
+/// How many connections one address may hold, by default.
+pub(crate) const CONNECTIONS_PER_PEER: usize = maljan_sidecar_kit::MAX_CONNECTIONS_PER_PEER;
+
+/// [`start_http_sidecar_with`], with environment variables set for it.
+pub(crate) fn start_http_sidecar_with_envs(
+    args: &[&str],
+    open_files: Option<u32>,
+    envs: &[(&str, &str)],
+) -> HttpSidecar {
+    let mut command = match open_files {
+        Some(limit) => {
+            let mut shell = Command::new("sh");
+            shell
+                .arg("-c")
+                .arg(format!("ulimit -n {limit} && exec \"$0\" \"$@\""))
+                .arg(SIDECAR);
+            shell
+        }
+        None => Command::new(SIDECAR),
+    };
+    let mut child = command
         .args(["--http", "127.0.0.1:0"])
+        .args(args)
+        .envs(envs.iter().copied())
         .stderr(Stdio::piped())
         .spawn()
         .expect("the sidecar starts");
@@ -41,6 +72,22 @@ pub(crate) fn start_http_sidecar() -> HttpSidecar {
     // Keep draining stderr so the server never blocks on it.
     std::thread::spawn(move || for _ in stderr.lines() {});
     HttpSidecar { child, url }
+}
+
+impl HttpSidecar {
+    /// Its process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// `host:port`.
+    pub(crate) fn addr(&self) -> std::net::SocketAddr {
+        self.url
+            .trim_start_matches("http://")
+            .trim_end_matches("/mcp")
+            .parse()
+            .expect("an address")
+    }
 }
 
 /// A ZIP archive of `members` (name, bytes).

@@ -26,6 +26,10 @@ pub enum ErrorCode {
     NotConfigured,
     /// The tool failed.
     ToolFailed,
+    /// The server runs as many calls as it may and its queue is full: try again later.
+    ServerBusy,
+    /// The job's disk budget on the server would be exceeded.
+    OverBudget,
     /// The client's own: the server is resting after calls went unanswered.
     ServerResting,
     /// The client's own: no answer within the wait.
@@ -54,6 +58,8 @@ impl ErrorCode {
             ErrorCode::UnsupportedFormat => "unsupported_format",
             ErrorCode::NotConfigured => "not_configured",
             ErrorCode::ToolFailed => "tool_failed",
+            ErrorCode::ServerBusy => "server_busy",
+            ErrorCode::OverBudget => "over_budget",
             ErrorCode::ServerResting => "server_resting",
             ErrorCode::Unanswered => "unanswered",
             ErrorCode::ConnectionLost => "connection_lost",
@@ -75,6 +81,8 @@ impl From<&str> for ErrorCode {
             "unsupported_format" => ErrorCode::UnsupportedFormat,
             "not_configured" => ErrorCode::NotConfigured,
             "tool_failed" => ErrorCode::ToolFailed,
+            "server_busy" => ErrorCode::ServerBusy,
+            "over_budget" => ErrorCode::OverBudget,
             "server_resting" => ErrorCode::ServerResting,
             "unanswered" => ErrorCode::Unanswered,
             "connection_lost" => ErrorCode::ConnectionLost,

@@ -83,14 +83,52 @@ fn store_upload(
             .root()
             .create_dirs(SAMPLES_DIR)
             .map_err(std::io::Error::other)?;
-        incoming.rename(temp, &samples, name)?;
+        let stored_as = store_as_new(&incoming, temp, &samples, name)?;
         job.remember_digest(&file, sha256);
-        Ok(samples.path().join(name))
+        Ok(samples.path().join(stored_as))
     });
     stored.map_err(|e| {
         job.discard_incoming(temp);
         failed(format!("storing {name}: {e}"))
     })
+}
+
+/// How many names an upload tries when its own is taken (`NAME`, `NAME-2`, … before the
+/// extension): past that it is refused, naming the file.
+const MAX_NAME_TRIES: usize = 64;
+
+/// Moves `temp` to `samples/` under `name`, or under the first free of `stem-2.ext`,
+/// `stem-3.ext`, …: an upload never replaces a file. The name it got is returned.
+fn store_as_new(
+    incoming: &maljan_confine::Root,
+    temp: &str,
+    samples: &maljan_confine::Root,
+    name: &str,
+) -> std::io::Result<String> {
+    let (stem, extension) = match name.rsplit_once('.') {
+        Some((stem, ext)) if !stem.is_empty() => (stem, format!(".{ext}")),
+        _ => (name, String::new()),
+    };
+    for attempt in 1..=MAX_NAME_TRIES {
+        let candidate = if attempt == 1 {
+            name.to_owned()
+        } else {
+            format!("{stem}-{attempt}{extension}")
+        };
+        match incoming.rename_new(temp, samples, &candidate) {
+            Ok(()) => return Ok(candidate),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::AlreadyExists,
+        format!(
+            "{name} and {} more names like it are taken in this job; upload under another \
+             name",
+            MAX_NAME_TRIES - 1
+        ),
+    ))
 }
 
 /// Drops the job's uploads left idle longer than `idle`, removing their files.

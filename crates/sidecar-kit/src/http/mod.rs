@@ -1,0 +1,522 @@
+//! Serving MCP over Streamable HTTP: one endpoint, one job directory per caller's job.
+//!
+//! Who may call: bound to loopback, anyone on this host whose requests name a loopback
+//! `Host` (and, from a browser, a loopback `Origin`); bound anywhere else, only a client
+//! with the operator's bearer token, checked from the headers before the body is read.
+//! A legacy-era session is a job; a stateless (2026-07-28) caller names its job with a job
+//! key in `_meta`, bound to its token. Connections, sessions and stateless jobs are bounded
+//! overall and per peer address, expire when idle and on shutdown, and take their job
+//! directories with them.
+
+mod access;
+mod connections;
+mod options;
+mod sessions;
+
+use std::future::Future;
+use std::io::{self, Read};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{ConnectInfo, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use maljan_mcp_proto::jsonrpc::{
+    DecodedLine, ErrorObject, ErrorResponse, Message, Request, RequestId, decode_line, error_codes,
+};
+use maljan_mcp_proto::maljan::JobKey;
+use maljan_mcp_proto::mcp::headers as modern_headers;
+use maljan_mcp_proto::mcp::{
+    CancelledParams, MODERN_VERSION, decode_header_value, methods, modern_error_codes,
+};
+use sha2::{Digest, Sha256};
+
+use crate::era::{self, RequestEra};
+use crate::job::lock;
+use crate::server::{Answer, CallJob, InFlight, encode, error_reply};
+use crate::tool::Cancellation;
+use crate::{JobDir, Server};
+use access::{Caller, check_caller, refuse};
+use connections::serve_connections;
+pub use options::{
+    BODY_TIMEOUT, HEADER_TIMEOUT, HttpOptions, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER,
+    MAX_REQUEST_BYTES, MAX_SESSIONS, MAX_SESSIONS_PER_PEER, SESSION_IDLE,
+};
+use sessions::{OpenRefusal, Sessions};
+
+const SESSION_HEADER: &str = "mcp-session-id";
+/// The methods a modern request may name here; any other is 404 with `-32601`.
+const MODERN_METHODS: [&str; 3] = [
+    methods::SERVER_DISCOVER,
+    methods::TOOLS_LIST,
+    methods::TOOLS_CALL,
+];
+
+struct HttpState {
+    server: Arc<Server>,
+    options: HttpOptions,
+    loopback: bool,
+    sessions: Sessions<String>,
+    /// Stateless callers' jobs, by the digest of their job key and token.
+    stateless: Sessions<[u8; 32]>,
+}
+
+/// A session id from the operating system's randomness: 128 bits in hex.
+fn new_session_id() -> io::Result<String> {
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+fn json_response(status: StatusCode, line: Vec<u8>) -> Response {
+    (status, [(header::CONTENT_TYPE, "application/json")], line).into_response()
+}
+
+fn error_response(
+    status: StatusCode,
+    id: Option<RequestId>,
+    code: i64,
+    message: String,
+) -> Response {
+    let line = match id {
+        Some(id) => encode(&error_reply(id, code, message)),
+        None => encode(&Message::Error(ErrorResponse {
+            id: None,
+            error: ErrorObject::new(code, message),
+        })),
+    };
+    json_response(status, line)
+}
+
+/// Cancels a call when dropped before it answers: a request's future is dropped when its
+/// client goes away, and the handler's thread must then stop too.
+struct CancelOnDrop(Cancellation);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}
+
+/// A request: its caller checked from the headers first, then its body read within the
+/// size and time bounds.
+async fn handle_post(
+    State(state): State<Arc<HttpState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    request: axum::extract::Request,
+) -> Response {
+    let (parts, body) = request.into_parts();
+    let headers = parts.headers;
+    let caller = match check_caller(&state.options, state.loopback, peer, &headers) {
+        Ok(caller) => caller,
+        Err(refusal) => return refusal.into_response(),
+    };
+    let read = axum::body::to_bytes(body, MAX_REQUEST_BYTES);
+    let body = match tokio::time::timeout(state.options.body_timeout, read).await {
+        Ok(Ok(body)) => body,
+        Ok(Err(e)) => {
+            return refuse(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "the request body was not read ({e}); bodies are at most \
+                     {MAX_REQUEST_BYTES} bytes: send large files in chunks"
+                ),
+            );
+        }
+        Err(_) => {
+            return refuse(
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "the request body did not arrive within {} s",
+                    state.options.body_timeout.as_secs()
+                ),
+            );
+        }
+    };
+    let message = match decode_line(&body, false) {
+        DecodedLine::Message(m) => m,
+        DecodedLine::Invalid(invalid) => {
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                invalid.id,
+                error_codes::INVALID_REQUEST,
+                invalid.reason.to_string(),
+            );
+        }
+        DecodedLine::Batch(_) | DecodedLine::NotProtocol => {
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                None,
+                error_codes::INVALID_REQUEST,
+                "one JSON-RPC message per POST".to_owned(),
+            );
+        }
+    };
+    if let Message::Request(request) = message {
+        if request.method == methods::INITIALIZE {
+            return initialize(&state, caller, request);
+        }
+        let discover = request.method == methods::SERVER_DISCOVER;
+        let era = if request.method == methods::TOOLS_CALL {
+            // A call's params may be a multi-MiB file chunk: its era is told here by its
+            // headers, and its `_meta` checked as the call is read.
+            Ok(if headers.contains_key(modern_headers::METHOD) {
+                RequestEra::Modern
+            } else {
+                RequestEra::Legacy
+            })
+        } else {
+            era::request_era(request.params.as_deref(), discover)
+        };
+        match era {
+            Ok(RequestEra::Legacy) => {
+                return legacy_post(&state, &headers, Message::Request(request)).await;
+            }
+            Ok(RequestEra::Modern) => return modern_post(&state, caller, &headers, request).await,
+            Err(refusal) => {
+                return json_response(
+                    StatusCode::BAD_REQUEST,
+                    encode(&Message::Error(ErrorResponse {
+                        id: Some(request.id),
+                        error: refusal,
+                    })),
+                );
+            }
+        }
+    }
+    legacy_post(&state, &headers, message).await
+}
+
+/// A header's value as its sender meant it (`=?base64?…?=` unwrapped).
+fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
+    decode_header_value(headers.get(name)?.to_str().ok()?)
+}
+
+/// Where a stateless call works: the job its key names for this caller (made at its first
+/// call), or, without a key, a job of its own that ends with the call.
+fn stateless_job(
+    state: &HttpState,
+    caller: Caller,
+    meta: Option<&serde_json::Map<String, serde_json::Value>>,
+) -> Result<Arc<JobDir>, ErrorObject> {
+    let key = JobKey::in_meta(meta)
+        .map_err(|e| ErrorObject::new(error_codes::INVALID_PARAMS, e.to_string()))?;
+    let Some(key) = key else {
+        return JobDir::temporary().map_err(|e| {
+            ErrorObject::new(
+                error_codes::INTERNAL_ERROR,
+                format!("no job directory could be made: {e}"),
+            )
+        });
+    };
+    state
+        .stateless
+        .get_or_open(job_binding(&key, caller.token), caller.peer)
+        .map(|session| session.job.clone())
+        .map_err(|refusal| ErrorObject::new(error_codes::INTERNAL_ERROR, refusal.to_string()))
+}
+
+/// What a stateless job is filed under: its key bound to the token its caller showed, so
+/// that a key alone, sent with another token, reaches another job.
+fn job_binding(key: &JobKey, token: Option<[u8; 32]>) -> [u8; 32] {
+    let mut digest = Sha256::new();
+    digest.update(b"maljan stateless job\0");
+    digest.update(token.unwrap_or([0; 32]));
+    digest.update(key.as_str().as_bytes());
+    digest.finalize().into()
+}
+
+/// A modern request: stateless, its headers matching its body, its calls run in the job
+/// its key names.
+async fn modern_post(
+    state: &Arc<HttpState>,
+    caller: Caller,
+    headers: &HeaderMap,
+    request: Request,
+) -> Response {
+    let mismatch = |detail: String| {
+        error_response(
+            StatusCode::BAD_REQUEST,
+            Some(request.id.clone()),
+            modern_error_codes::HEADER_MISMATCH,
+            detail,
+        )
+    };
+    if header_text(headers, modern_headers::PROTOCOL_VERSION).as_deref() != Some(MODERN_VERSION) {
+        return mismatch(format!(
+            "the MCP-Protocol-Version header must be {MODERN_VERSION:?}, as in _meta"
+        ));
+    }
+    if header_text(headers, modern_headers::METHOD).as_deref() != Some(request.method.as_str()) {
+        return mismatch(format!(
+            "the Mcp-Method header must be {:?}, the body's method",
+            request.method
+        ));
+    }
+    if !MODERN_METHODS.contains(&request.method.as_str()) {
+        return error_response(
+            StatusCode::NOT_FOUND,
+            Some(request.id),
+            error_codes::METHOD_NOT_FOUND,
+            format!("this server does not serve {}", request.method),
+        );
+    }
+    if request.method != methods::TOOLS_CALL {
+        return match state.server.answer(request) {
+            Answer::Line(line) => json_response(StatusCode::OK, line),
+            Answer::Call(id, _) => error_response(
+                StatusCode::BAD_REQUEST,
+                Some(id),
+                error_codes::INVALID_REQUEST,
+                "not a tool call".to_owned(),
+            ),
+        };
+    }
+    let Some(name) = header_text(headers, modern_headers::NAME) else {
+        return mismatch("a tools/call needs the Mcp-Name header, naming its tool".to_owned());
+    };
+    let (id, params) = match state.server.answer(request) {
+        Answer::Call(id, params) => (id, params),
+        Answer::Line(line) => return json_response(StatusCode::OK, line),
+    };
+    let cancellation = Cancellation::default();
+    // The era cancels a call by closing its stream: the request's future is then dropped.
+    let _client_gone = CancelOnDrop(cancellation.clone());
+    let chooser = state.clone();
+    let job = CallJob::ChosenBy(Box::new(move |meta| stateless_job(&chooser, caller, meta)));
+    let call = state
+        .server
+        .clone()
+        .call_named(id.clone(), params, job, cancellation, Some(name));
+    match tokio::spawn(call).await {
+        Ok(Ok(line)) => json_response(StatusCode::OK, line),
+        Ok(Err((_, refusal))) => json_response(StatusCode::BAD_REQUEST, refusal),
+        Err(_) => error_response(
+            StatusCode::OK,
+            Some(id),
+            error_codes::INTERNAL_ERROR,
+            "the call was cancelled".to_owned(),
+        ),
+    }
+}
+
+/// A legacy message: under the session its `Mcp-Session-Id` names.
+async fn legacy_post(state: &Arc<HttpState>, headers: &HeaderMap, message: Message) -> Response {
+    let Some(session_id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
+        return error_response(
+            StatusCode::BAD_REQUEST,
+            message.id().cloned(),
+            error_codes::INVALID_REQUEST,
+            "the Mcp-Session-Id header is missing; send initialize first".to_owned(),
+        );
+    };
+    let Some(session) = state.sessions.get(&session_id.to_owned()) else {
+        return (
+            StatusCode::NOT_FOUND,
+            "no such session (it ended, or expired when idle); send initialize again",
+        )
+            .into_response();
+    };
+    match message {
+        Message::Request(request) => match state.server.answer(request) {
+            Answer::Line(line) => json_response(StatusCode::OK, line),
+            Answer::Call(id, call) => {
+                let cancellation = Cancellation::default();
+                let _client_gone = CancelOnDrop(cancellation.clone());
+                let task = tokio::spawn(state.server.clone().call(
+                    id.clone(),
+                    call,
+                    session.job.clone(),
+                    cancellation.clone(),
+                ));
+                lock(&session.in_flight).insert(
+                    id.clone(),
+                    InFlight {
+                        answer: task.abort_handle(),
+                        cancellation,
+                    },
+                );
+                let outcome = task.await;
+                lock(&session.in_flight).remove(&id);
+                session.touch();
+                match outcome {
+                    Ok(line) => json_response(StatusCode::OK, line),
+                    Err(_) => error_response(
+                        StatusCode::OK,
+                        Some(id),
+                        error_codes::INTERNAL_ERROR,
+                        "the call was cancelled".to_owned(),
+                    ),
+                }
+            }
+        },
+        Message::Notification(n) => {
+            if n.method == methods::CANCELLED
+                && let Some(c) = n
+                    .params
+                    .and_then(|p| serde_json::from_str::<CancelledParams>(p.get()).ok())
+                && let Some(call) = lock(&session.in_flight).remove(&c.request_id)
+            {
+                call.cancel();
+            }
+            StatusCode::ACCEPTED.into_response()
+        }
+        Message::Response(_) | Message::Error(_) => StatusCode::ACCEPTED.into_response(),
+    }
+}
+
+fn initialize(state: &HttpState, caller: Caller, request: Request) -> Response {
+    let id = request.id.clone();
+    let opened = new_session_id()
+        .map_err(OpenRefusal::Io)
+        .and_then(|sid| Ok((sid.clone(), state.sessions.open(sid, caller.peer)?)));
+    let (session_id, session) = match opened {
+        Ok(opened) => opened,
+        Err(refusal) => {
+            let status = match refusal {
+                OpenRefusal::Io(_) => StatusCode::INTERNAL_SERVER_ERROR,
+                OpenRefusal::Full(_) | OpenRefusal::PeerFull(_) => StatusCode::SERVICE_UNAVAILABLE,
+            };
+            return error_response(
+                status,
+                Some(id),
+                error_codes::INTERNAL_ERROR,
+                format!("no session was opened: {refusal}"),
+            );
+        }
+    };
+    let Answer::Line(line) = state.server.answer(request) else {
+        state.sessions.end(&session_id);
+        return error_response(
+            StatusCode::BAD_REQUEST,
+            Some(id),
+            error_codes::INVALID_REQUEST,
+            "not an initialize".to_owned(),
+        );
+    };
+    drop(session);
+    let mut response = json_response(StatusCode::OK, line);
+    if let Ok(value) = HeaderValue::from_str(&session_id) {
+        response.headers_mut().insert(SESSION_HEADER, value);
+    }
+    response
+}
+
+async fn handle_delete(
+    State(state): State<Arc<HttpState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(refusal) = check_caller(&state.options, state.loopback, peer, &headers) {
+        return refusal.into_response();
+    }
+    if headers.get(SESSION_HEADER).is_none()
+        && header_text(&headers, modern_headers::PROTOCOL_VERSION).as_deref()
+            == Some(MODERN_VERSION)
+    {
+        // The modern era has no sessions to end.
+        return StatusCode::METHOD_NOT_ALLOWED.into_response();
+    }
+    let ended = headers
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|sid| state.sessions.end(&sid.to_owned()));
+    if ended {
+        StatusCode::OK.into_response()
+    } else {
+        StatusCode::NOT_FOUND.into_response()
+    }
+}
+
+/// Ends idle sessions and stateless jobs once a while, until dropped.
+async fn expire_idle_jobs(state: Arc<HttpState>) {
+    let period =
+        (state.options.session_idle / 4).clamp(Duration::from_millis(10), Duration::from_secs(30));
+    loop {
+        tokio::time::sleep(period).await;
+        state.sessions.end_idle();
+        state.stateless.end_idle();
+    }
+}
+
+impl Server {
+    /// Serves Streamable HTTP on a loopback `listener` at `/mcp` with the default
+    /// [`HttpOptions`], until the process ends; see [`Server::serve_http_with`].
+    pub async fn serve_http(self, listener: tokio::net::TcpListener) -> io::Result<()> {
+        self.serve_http_with(listener, HttpOptions::default(), std::future::pending())
+            .await
+    }
+
+    /// Serves Streamable HTTP on `listener` at `/mcp` until `shutdown` completes, then ends
+    /// every session and stateless job and removes its job directory.
+    ///
+    /// Refused: a listener on anything but loopback without a bearer token (at start,
+    /// saying what to do); a request without the token when there is one (401, before its
+    /// body is read); a `Host` or `Origin` not served here (403); a body over
+    /// [`MAX_REQUEST_BYTES`] (413) or slower than [`HttpOptions::body_timeout`] (408); a new
+    /// session or stateless job past [`HttpOptions::max_sessions`] or
+    /// [`HttpOptions::max_sessions_per_peer`] (503). Connections are bounded as
+    /// [`HttpOptions`] says: past a cap, the oldest connection carrying no request makes
+    /// room. The GET stream is not offered (405). A client that goes away cancels its call.
+    ///
+    /// Both eras are served. A legacy session is a job of its own. A request whose `_meta`
+    /// names a protocol version is modern: stateless, without a session; its
+    /// `MCP-Protocol-Version`, `Mcp-Method` and (for `tools/call`) `Mcp-Name` headers must
+    /// match its body (400 with `-32020`), its `_meta` must hold every required key (400
+    /// with `-32602`) for 2026-07-28 (400 with `-32022`), and a method not served is 404
+    /// with `-32601`. A modern call works in the job its `_meta` job key names
+    /// ([`maljan_mcp_proto::maljan::JOB_KEY_META`]), bound to the caller's token: the same
+    /// key with another token is another job. A call with no key works in a job of its own,
+    /// removed when it answers. A DELETE in the modern era is 405.
+    pub async fn serve_http_with(
+        self,
+        listener: tokio::net::TcpListener,
+        options: HttpOptions,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> io::Result<()> {
+        let local: SocketAddr = listener.local_addr()?;
+        let loopback = local.ip().is_loopback();
+        if !loopback && options.token_digest.is_none() {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "refusing to serve {local} without a bearer token: anyone who reaches \
+                     the port could call the tools; name a token (HttpOptions::bearer_token, \
+                     or the sidecar's --token-file / --token-env) or bind 127.0.0.1"
+                ),
+            ));
+        }
+        let state = Arc::new(HttpState {
+            server: Arc::new(self),
+            sessions: Sessions::new(
+                options.max_sessions,
+                options.max_sessions_per_peer,
+                options.session_idle,
+            ),
+            stateless: Sessions::new(
+                options.max_sessions,
+                options.max_sessions_per_peer,
+                options.session_idle,
+            ),
+            options,
+            loopback,
+        });
+        let expiry = tokio::spawn(expire_idle_jobs(state.clone()));
+        let app = Router::new()
+            .route(
+                "/mcp",
+                post(handle_post)
+                    .delete(handle_delete)
+                    .get(|| async { StatusCode::METHOD_NOT_ALLOWED }),
+            )
+            .with_state(state.clone());
+        serve_connections(listener, app, &state.options, shutdown).await;
+        expiry.abort();
+        state.sessions.end_all();
+        state.stateless.end_all();
+        Ok(())
+    }
+}
