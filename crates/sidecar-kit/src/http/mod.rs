@@ -520,3 +520,34 @@ impl Server {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn key() -> impl Strategy<Value = String> {
+        "[A-Za-z0-9_-]{32,64}"
+    }
+
+    proptest! {
+        /// Another caller's key with another token, or another key with the same token,
+        /// is always another job.
+        #[test]
+        fn a_job_is_reached_only_by_its_own_key_and_token(
+            (a, b) in (key(), key()),
+            (ta, tb) in (proptest::option::of(any::<[u8; 32]>()), proptest::option::of(any::<[u8; 32]>())),
+        ) {
+            let (ka, kb) = (JobKey::parse(&a).unwrap(), JobKey::parse(&b).unwrap());
+            let same = a == b && ta == tb;
+            prop_assert_eq!(job_binding(&ka, ta) == job_binding(&kb, tb), same);
+        }
+
+        /// A forged key (too short, too long, or with another character) never names a job.
+        #[test]
+        fn a_forged_key_is_refused(forged in "([A-Za-z0-9_-]{0,31}|[A-Za-z0-9_-]{129,140}|[A-Za-z0-9_-]{10,40}[^A-Za-z0-9_-][A-Za-z0-9_-]{0,40})") {
+            let meta = serde_json::json!({maljan_mcp_proto::maljan::JOB_KEY_META: forged});
+            prop_assert!(JobKey::in_meta(meta.as_object()).is_err());
+        }
+    }
+}
