@@ -137,6 +137,31 @@ impl std::fmt::Debug for HttpTransport {
     }
 }
 
+/// How many redirects one request follows.
+const MAX_REDIRECTS: usize = 5;
+
+/// Redirects followed only within the server's origin: the token, the configured headers
+/// and the request's body would go with it to any other, so another origin is refused,
+/// named in the error.
+fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let origin = |url: &reqwest::Url| url.origin();
+        let first = attempt.previous().first().map(origin);
+        if first.as_ref() != Some(&origin(attempt.url())) {
+            let target = crate::redact_credentials(attempt.url().as_str());
+            return attempt.error(format!(
+                "the server redirected to another origin, {target}; redirects are not \
+                 followed there (the token and configured headers would go with them): \
+                 configure that URL instead if it is trusted"
+            ));
+        }
+        if attempt.previous().len() > MAX_REDIRECTS {
+            return attempt.error(format!("more than {MAX_REDIRECTS} redirects"));
+        }
+        attempt.follow()
+    })
+}
+
 impl HttpTransport {
     /// A connection (nothing is sent until the first request); take the receiver of the
     /// server's notifications with [`take_notifications`](Self::take_notifications).
@@ -153,6 +178,21 @@ impl HttpTransport {
                 .map_err(|e| misconfigured(format!("the value of header {name}: {e}")))?;
             headers.insert(name, value);
         }
+        let url = reqwest::Url::parse(&config.url).map_err(|e| {
+            misconfigured(format!(
+                "the URL {} is not one: {e}",
+                crate::redact_credentials(&config.url)
+            ))
+        })?;
+        let configured_authorization =
+            config.bearer_token.is_some() || headers.contains_key(reqwest::header::AUTHORIZATION);
+        if configured_authorization && (!url.username().is_empty() || url.password().is_some()) {
+            return Err(misconfigured(
+                "the URL carries credentials (user:password@) and a token or Authorization \
+                 header is configured too: one would silently replace the other; keep one"
+                    .to_owned(),
+            ));
+        }
         if let Some(token) = &config.bearer_token {
             let mut value = HeaderValue::try_from(format!("Bearer {token}")).map_err(|_| {
                 misconfigured("the bearer token is not a valid header value".to_owned())
@@ -162,6 +202,7 @@ impl HttpTransport {
         }
         let client = reqwest::Client::builder()
             .default_headers(headers)
+            .redirect(same_origin_redirects())
             .connect_timeout(config.connect_timeout)
             .build()
             .map_err(|e| misconfigured(e.to_string()))?;

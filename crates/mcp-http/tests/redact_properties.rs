@@ -20,8 +20,24 @@ proptest! {
     }
 
     #[test]
-    fn text_without_user_information_is_left_as_it_is(text in "[ -?A-~]{0,80}") {
-        // No '@' at all: nothing to redact.
+    fn text_without_user_information_or_query_is_left_as_it_is(text in "[ ->A-~]{0,80}") {
+        // No '@' and no '?' at all: nothing to redact.
         prop_assert_eq!(redact_credentials(&text), text);
+    }
+}
+
+proptest! {
+    #[test]
+    fn a_query_string_never_survives(
+        before in "[ -~]{0,30}",
+        host in "[a-z0-9.-]{1,20}(:[0-9]{1,5})?",
+        path in "(/[A-Za-z0-9/._-]{0,20})?",
+        secret in "[A-Za-z0-9=&%._~-]{6,30}",
+        after in "[ -~]{0,30}",
+    ) {
+        let text = format!("{before} https://{host}{path}?{secret} {after}");
+        let redacted = redact_credentials(&text);
+        prop_assert!(redacted.contains(&format!("https://{host}{path}?*** ")), "{redacted}");
+        prop_assert!(!redacted.contains(&format!("?{secret}")), "{redacted}");
     }
 }

@@ -448,3 +448,45 @@ async fn an_answer_on_the_get_stream_reaches_its_call_and_an_unknown_id_is_only_
     let counts = http.counts();
     assert_eq!((counts.messages, counts.unmatched), (2, 1));
 }
+
+#[tokio::test]
+async fn a_redirect_to_another_origin_is_refused_and_the_credentials_stay_home() {
+    // The other origin: a second server that must never be reached.
+    let (elsewhere, reached) =
+        serve(|s, _| json_reply(json!({"jsonrpc": "2.0", "id": request_id(s), "result": {}})))
+            .await;
+    let target = elsewhere.replace("127.0.0.1", "localhost");
+    let (url, _) = serve(move |_, _| {
+        Response::builder()
+            .status(StatusCode::TEMPORARY_REDIRECT)
+            .header("location", target.clone())
+            .body(Body::empty())
+            .expect("response")
+    })
+    .await;
+    let mut config = HttpConfig::new("scripted", &url);
+    config.bearer_token = Some("s3cret-token".into());
+    config.headers = vec![("X-Api-Key".into(), "k3y".into())];
+    let http = HttpTransport::new(config).expect("a connection");
+    let error = http
+        .request(http.next_id(), "ping", None)
+        .await
+        .expect_err("refused");
+    let text = format!("{error} {:?}", std::error::Error::source(&error));
+    assert!(text.contains("another origin"), "{text}");
+    assert!(text.contains("localhost"), "names the target: {text}");
+    assert!(
+        reached.lock().expect("lock").is_empty(),
+        "nothing reached it"
+    );
+}
+
+#[test]
+fn credentials_in_the_url_beside_a_token_are_a_configuration_error() {
+    let mut config = HttpConfig::new("scripted", "http://ann:pw@127.0.0.1:9/mcp");
+    config.bearer_token = Some("s3cret-token".into());
+    let error = HttpTransport::new(config).expect_err("refused");
+    let text = error.to_string();
+    assert!(text.contains("keep one"), "{text}");
+    assert!(!text.contains("pw@"), "{text}");
+}
