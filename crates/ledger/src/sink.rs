@@ -149,15 +149,46 @@ pub struct LedgerFile {
     pub skipped: Vec<SkippedLine>,
 }
 
+/// The longest ledger line read: an entry holds at most a 24 MiB answer twice over (as
+/// written and as sent). A longer line is skipped without being held.
+pub const MAX_LEDGER_LINE_BYTES: usize = 64 * 1024 * 1024;
+
 /// Reads a JSON Lines ledger. A torn last line is skipped and reported; nothing before it
-/// is lost. Other unreadable lines are skipped and reported too.
+/// is lost. Other unreadable lines, and lines over [`MAX_LEDGER_LINE_BYTES`], are skipped
+/// and reported too. Anything but a regular file (a FIFO, a device, a directory) is
+/// refused before it is opened for reading.
 pub fn read_json_lines(path: impl AsRef<Path>) -> Result<LedgerFile, SinkError> {
+    read_json_lines_capped(path, MAX_LEDGER_LINE_BYTES)
+}
+
+fn read_json_lines_capped(
+    path: impl AsRef<Path>,
+    max_line: usize,
+) -> Result<LedgerFile, SinkError> {
     let path = path.as_ref();
-    let file = File::open(path).map_err(|source| SinkError {
-        path: path.to_owned(),
-        action: "opening",
-        source,
-    })?;
+    let failed = |action: &'static str| {
+        move |source| SinkError {
+            path: path.to_owned(),
+            action,
+            source,
+        }
+    };
+    let not_regular = || {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file: a ledger is a file of JSON lines",
+        )
+    };
+    if !std::fs::metadata(path)
+        .map_err(failed("opening"))?
+        .is_file()
+    {
+        return Err(failed("opening")(not_regular()));
+    }
+    let file = File::open(path).map_err(failed("opening"))?;
+    if !file.metadata().map_err(failed("opening"))?.is_file() {
+        return Err(failed("opening")(not_regular()));
+    }
     let mut reader = BufReader::new(file);
     let mut entries = Vec::new();
     let mut skipped = Vec::new();
@@ -165,18 +196,27 @@ pub fn read_json_lines(path: impl AsRef<Path>) -> Result<LedgerFile, SinkError> 
     let mut number = 0;
     loop {
         raw.clear();
-        let n = reader
+        let n = (&mut reader)
+            .take(max_line as u64 + 1)
             .read_until(b'\n', &mut raw)
-            .map_err(|source| SinkError {
-                path: path.to_owned(),
-                action: "reading",
-                source,
-            })?;
+            .map_err(failed("reading"))?;
         if n == 0 {
             break;
         }
         number += 1;
         let ended = raw.last() == Some(&b'\n');
+        if !ended && raw.len() > max_line {
+            let rest = skip_line(&mut reader).map_err(failed("reading"))?;
+            skipped.push(SkippedLine {
+                line: number,
+                reason: format!(
+                    "a line of {} bytes or more, over the {max_line} bytes a line read",
+                    raw.len() as u64 + rest
+                ),
+                torn: false,
+            });
+            continue;
+        }
         let text = raw.strip_suffix(b"\n").unwrap_or(&raw);
         if text.iter().all(u8::is_ascii_whitespace) {
             continue;
@@ -191,4 +231,61 @@ pub fn read_json_lines(path: impl AsRef<Path>) -> Result<LedgerFile, SinkError> 
         }
     }
     Ok(LedgerFile { entries, skipped })
+}
+
+/// Reads past the rest of a line without keeping it; how many bytes that was.
+fn skip_line(reader: &mut impl BufRead) -> io::Result<u64> {
+    let mut skipped = 0;
+    loop {
+        let buffer = reader.fill_buf()?;
+        if buffer.is_empty() {
+            return Ok(skipped);
+        }
+        match buffer.iter().position(|b| *b == b'\n') {
+            Some(end) => {
+                reader.consume(end + 1);
+                return Ok(skipped + end as u64 + 1);
+            }
+            None => {
+                let all = buffer.len();
+                reader.consume(all);
+                skipped += all as u64;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod bounded_reading {
+    use super::*;
+
+    #[test]
+    fn a_line_over_the_cap_is_skipped_and_the_lines_after_it_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.jsonl");
+        let mut text = "x".repeat(5000);
+        text.push_str("\nnot json\n");
+        std::fs::write(&path, text).unwrap();
+        let file = read_json_lines_capped(&path, 1000).unwrap();
+        assert_eq!(file.skipped.len(), 2);
+        assert!(
+            file.skipped[0].reason.contains("over the 1000 bytes"),
+            "{:?}",
+            file.skipped
+        );
+        assert_eq!(file.skipped[1].line, 2);
+    }
+
+    #[test]
+    fn a_fifo_is_refused_without_waiting_for_a_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.jsonl");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let error = read_json_lines(&path).unwrap_err();
+        assert!(error.to_string().contains("not a regular file"), "{error}");
+    }
 }

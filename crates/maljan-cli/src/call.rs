@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use crate::config::Config;
 use crate::error::CliError;
+use crate::stdout::{out, outln};
 use crate::{Format, arguments, ledger_file, print_json, progress, render};
 
 /// The `call` subcommand's options.
@@ -137,7 +138,7 @@ pub(crate) async fn run(
     if options.card {
         match options.format {
             Format::Json => print_json(&connection.card()?),
-            Format::Text => println!("{}", render::card(&connection.card()?)),
+            Format::Text => outln!("{}", render::card(&connection.card()?)),
         }
     }
     let answer = connection.call(&options.tool, arguments).await;
@@ -157,9 +158,9 @@ pub(crate) async fn run(
             "taken": taken,
         })),
         (Format::Text, _) => {
-            print!("{}", render::answer(&answer));
+            out!("{}", render::answer(&answer));
             if let Some(job) = &job {
-                print!("{}", render::job(job, &taken));
+                out!("{}", render::job(job, &taken));
             }
         }
     }

@@ -9,6 +9,7 @@ mod ledger_file;
 mod progress;
 mod render;
 mod run;
+mod stdout;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,6 +19,7 @@ use maljan_client::{ConnectionContext, ServerConnection};
 
 use crate::config::Config;
 use crate::error::CliError;
+use crate::stdout::{out, outln};
 
 /// Probe MCP tool servers, list their tools and call them.
 ///
@@ -135,7 +137,7 @@ async fn connect(config: &Config, server: Option<&str>) -> Result<ServerConnecti
 }
 
 fn print_json<T: serde::Serialize>(value: &T) {
-    println!(
+    outln!(
         "{}",
         serde_json::to_string_pretty(value).unwrap_or_default()
     );
@@ -161,7 +163,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
             if json {
                 print_json(&card);
             } else {
-                print!("{}", render::card(&card));
+                out!("{}", render::card(&card));
             }
             connection.close().await;
             Ok(ExitCode::SUCCESS)
@@ -172,7 +174,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
             if json {
                 print_json(&tools);
             } else {
-                print!("{}", render::tools(&tools));
+                out!("{}", render::tools(&tools));
             }
             connection.close().await;
             Ok(ExitCode::SUCCESS)
@@ -206,11 +208,11 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
             if json {
                 print_json(&maljan_ledger::LedgerReport::of(&file.entries));
             } else {
-                print!(
+                out!(
                     "{}",
                     maljan_ledger::render_summary(&maljan_ledger::failure_summary(&file.entries))
                 );
-                print!("{}", maljan_ledger::render_table(&file.entries));
+                out!("{}", maljan_ledger::render_table(&file.entries));
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -15,6 +15,7 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::config::Config;
 use crate::error::CliError;
+use crate::stdout::{out, outln};
 use crate::{Format, ledger_file, print_json, progress, render};
 
 /// Every step completed.
@@ -88,7 +89,7 @@ pub(crate) async fn run(config: Config, options: RunOptions) -> Result<ExitCode,
         return Ok(refused(&errors));
     }
     if options.check {
-        println!(
+        outln!(
             "{}: {} steps, servers {}; tools are checked when the servers are set up",
             pack.origin(),
             pack.steps().len(),
@@ -188,13 +189,13 @@ impl Carried<'_> {
         match format {
             Format::Json => print_json(&report),
             Format::Text => {
-                print!(
+                out!(
                     "{}",
                     render::run_summary(&report.steps, &report.failures, &end.servers, total)
                 );
-                println!("verdict: {}", report.verdict.as_str());
-                println!("job directory: {}", job.dir().display());
-                println!("ledger: {} (run {})", ledger_path.display(), report.run);
+                outln!("verdict: {}", report.verdict.as_str());
+                outln!("job directory: {}", job.dir().display());
+                outln!("ledger: {} (run {})", ledger_path.display(), report.run);
             }
         }
         match written {
@@ -240,14 +241,29 @@ pub(crate) fn print_report(job: &Path, format: Format) -> Result<ExitCode, CliEr
         Format::Text => "report.md",
     };
     let path = job.join(name);
-    let text = std::fs::read_to_string(&path).map_err(|e| CliError::BadArgument {
+    let unreadable = |why: String| CliError::BadArgument {
         argument: job.display().to_string(),
         detail: format!(
-            "{} cannot be read ({e}); name the directory of a job a run has finished",
+            "{} cannot be read ({why}); name the directory of a job a run has finished",
             path.display()
         ),
-    })?;
-    print!("{text}");
+    };
+    // A FIFO or a device under the report's name would hang or flood the reader: only a
+    // regular file is opened, and it is streamed, never held whole.
+    let regular = std::fs::metadata(&path).map_err(|e| unreadable(e.to_string()))?;
+    if !regular.is_file() {
+        return Err(unreadable("not a regular file".to_owned()));
+    }
+    let mut file = std::fs::File::open(&path).map_err(|e| unreadable(e.to_string()))?;
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        let read =
+            std::io::Read::read(&mut file, &mut buffer).map_err(|e| unreadable(e.to_string()))?;
+        if read == 0 {
+            break;
+        }
+        crate::stdout::write_bytes(&buffer[..read]);
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -541,3 +541,45 @@ fn the_readme_main_job_the_demo_runs_across_two_servers_and_writes_its_report() 
         "{servers:?}"
     );
 }
+
+#[test]
+fn output_into_a_closed_pipe_ends_quietly() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ledger = dir.path().join("ledger.jsonl");
+    // A ledger whose table outgrows the pipe's buffer once its reader is gone.
+    let readme = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
+    let output = maljan_with_ledger(
+        &["call", "sidecar", "file_info", &format!("path={readme}")],
+        &ledger,
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let entry = std::fs::read_to_string(&ledger).expect("ledger");
+    let line = entry.lines().next().expect("an entry").to_owned();
+    std::fs::write(&ledger, format!("{line}\n").repeat(5000)).expect("a long ledger");
+    let mut child = Command::new(MALJAN)
+        .args(["ledger", ledger.to_str().expect("utf-8")])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("maljan runs");
+    drop(child.stdout.take());
+    let output = child.wait_with_output().expect("it ends");
+    let text = stderr(&output);
+    assert!(!text.contains("panicked"), "{text}");
+    assert_eq!(output.status.code(), Some(141), "{text}");
+}
+
+#[test]
+fn a_report_that_is_not_a_regular_file_is_refused_without_waiting() {
+    let job = tempfile::tempdir().expect("temp dir");
+    let fifo = job.path().join("report.md");
+    let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+    assert!(made.success());
+    let output = maljan(&["report", job.path().to_str().expect("utf-8")]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("not a regular file"),
+        "{}",
+        stderr(&output)
+    );
+}
