@@ -19,7 +19,7 @@ use maljan_client::{ConnectionContext, ServerConnection};
 
 use crate::config::Config;
 use crate::error::CliError;
-use crate::stdout::{out, outln};
+use crate::stdout::{errln, out};
 
 /// Probe MCP tool servers, list their tools and call them.
 ///
@@ -120,7 +120,7 @@ async fn main() -> ExitCode {
     match dispatch(cli).await {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             ExitCode::from(2)
         }
     }
@@ -137,10 +137,9 @@ async fn connect(config: &Config, server: Option<&str>) -> Result<ServerConnecti
 }
 
 fn print_json<T: serde::Serialize>(value: &T) {
-    outln!(
-        "{}",
-        serde_json::to_string_pretty(value).unwrap_or_default()
-    );
+    let mut json = serde_json::to_string_pretty(value).unwrap_or_default();
+    json.push('\n');
+    stdout::write_json(&json);
 }
 
 async fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
@@ -198,7 +197,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
                 } else {
                     "a line that is not a ledger entry"
                 };
-                eprintln!(
+                errln!(
                     "{}: line {} skipped, {what}: {}",
                     path.display(),
                     skipped.line,

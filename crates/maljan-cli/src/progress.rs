@@ -14,7 +14,9 @@ pub(crate) fn terminal_reporter() -> Option<ProgressReporter> {
     let current: Arc<Mutex<Option<(String, ProgressBar)>>> = Arc::default();
     Some(ProgressReporter::new(move |p| {
         let mut current = current.lock().unwrap_or_else(|e| e.into_inner());
-        let label = format!("{} {}", p.direction, p.name);
+        // A file's name is a server's or a sample author's: shown with its controls escaped.
+        let label =
+            maljan_client::escape_controls(&format!("{} {}", p.direction, p.name)).into_owned();
         let bar = match &*current {
             Some((name, bar)) if *name == label => bar.clone(),
             _ => {

@@ -15,7 +15,7 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::config::Config;
 use crate::error::CliError;
-use crate::stdout::{out, outln};
+use crate::stdout::{errln, out, outln};
 use crate::{Format, ledger_file, print_json, progress, render};
 
 /// Every step completed.
@@ -58,7 +58,7 @@ pub(crate) struct RunOptions {
 }
 
 fn refused(errors: &PackErrors) -> ExitCode {
-    eprintln!("error: {errors}");
+    errln!("error: {errors}");
     ExitCode::from(EXIT_REFUSED)
 }
 
@@ -163,7 +163,7 @@ impl Carried<'_> {
             let execution = run.execute_observed(pack, |outcome| {
                 so_far.push(outcome.clone());
                 if terminal {
-                    eprintln!("[{}] {}", so_far.len(), render::step_line(outcome));
+                    errln!("[{}] {}", so_far.len(), render::step_line(outcome));
                 }
             });
             // Ctrl-C or SIGTERM ends the run: the steps' calls are dropped (and cancelled on
@@ -199,8 +199,8 @@ impl Carried<'_> {
             }
         }
         match written {
-            Ok(files) => eprintln!("report: {}", files.html.display()),
-            Err(e) => eprintln!(
+            Ok(files) => errln!("report: {}", files.html.display()),
+            Err(e) => errln!(
                 "error: the report could not be written into {}: {e}; the job's files are there",
                 job.dir().display()
             ),
@@ -255,14 +255,27 @@ pub(crate) fn print_report(job: &Path, format: Format) -> Result<ExitCode, CliEr
         return Err(unreadable("not a regular file".to_owned()));
     }
     let mut file = std::fs::File::open(&path).map_err(|e| unreadable(e.to_string()))?;
+    let show: fn(&str) = match format {
+        Format::Json => crate::stdout::write_json,
+        Format::Text => crate::stdout::write_out,
+    };
     let mut buffer = vec![0u8; 64 * 1024];
+    // Bytes read but not yet shown: the start of a character the next read completes.
+    let mut pending = Vec::new();
     loop {
         let read =
             std::io::Read::read(&mut file, &mut buffer).map_err(|e| unreadable(e.to_string()))?;
         if read == 0 {
+            show(&String::from_utf8_lossy(&pending));
             break;
         }
-        crate::stdout::write_bytes(&buffer[..read]);
+        pending.extend_from_slice(&buffer[..read]);
+        let whole = match std::str::from_utf8(&pending) {
+            Err(cut) if cut.error_len().is_none() => cut.valid_up_to(),
+            _ => pending.len(),
+        };
+        show(&String::from_utf8_lossy(&pending[..whole]));
+        pending.drain(..whole);
     }
     Ok(ExitCode::SUCCESS)
 }

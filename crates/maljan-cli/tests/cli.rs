@@ -583,3 +583,76 @@ fn a_report_that_is_not_a_regular_file_is_refused_without_waiting() {
         stderr(&output)
     );
 }
+
+/// Whether `text` holds a character a terminal acts on (besides line feeds and tabs).
+fn holds_active_control(text: &str) -> bool {
+    text.chars()
+        .any(|c| (c.is_control() && c != '\n' && c != '\t') || matches!(c, '\u{202a}'..='\u{202e}'))
+}
+
+#[test]
+fn a_hostile_servers_escapes_and_links_are_shown_inert_everywhere() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("maljan.toml");
+    let server = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/hostile_server.py"
+    );
+    std::fs::write(
+        &config,
+        format!("[servers.hostile]\ncommand = \"python3\"\nargs = [\"{server}\"]\n"),
+    )
+    .expect("config");
+    let pack = dir.path().join("pack.toml");
+    std::fs::write(
+        &pack,
+        "[pack]\nname = \"[pack](javascript:alert(1))\"\n\n[[step]]\nid = \"h\"\nserver = \"hostile\"\ntool = \"hostile\"\n",
+    )
+    .expect("pack");
+    let sample = dir.path().join("sample.txt");
+    std::fs::write(&sample, "text").expect("sample");
+    let job = dir.path().join("job");
+    let ledger = dir.path().join("ledger.jsonl");
+    let config = config.to_str().expect("utf-8");
+    let job_arg = job.to_str().expect("utf-8");
+    let runs: [&[&str]; 7] = [
+        &["--config", config, "probe", "hostile"],
+        &["--config", config, "tools", "hostile"],
+        &["--config", config, "call", "hostile", "hostile"],
+        &[
+            "--config", config, "call", "hostile", "hostile", "--format", "json",
+        ],
+        &[
+            "--config",
+            config,
+            "run",
+            pack.to_str().expect("utf-8"),
+            sample.to_str().expect("utf-8"),
+            "--job",
+            job_arg,
+        ],
+        &["--config", config, "ledger", "--job", job_arg],
+        &["report", job_arg],
+    ];
+    for args in runs {
+        let output = maljan_with_ledger(args, &ledger);
+        let (out, err) = (stdout(&output), stderr(&output));
+        assert!(!holds_active_control(&out), "{args:?} stdout: {out:?}");
+        assert!(!holds_active_control(&err), "{args:?} stderr: {err:?}");
+        assert!(
+            [&out, &err]
+                .iter()
+                .any(|t| t.contains("\\u{1b}") || t.contains("\\u001b")),
+            "{args:?} shows the escape as text: {out:?} {err:?}"
+        );
+    }
+    let markdown = std::fs::read_to_string(job.join("report.md")).expect("report.md");
+    assert!(!holds_active_control(&markdown), "{markdown}");
+    for live in ["](javascript", "![](", "](http", "[pack]("] {
+        assert!(!markdown.contains(live), "{live} in {markdown}");
+    }
+    assert!(
+        markdown.contains("\\[click\\]\\(javascript\\:"),
+        "{markdown}"
+    );
+}

@@ -50,6 +50,7 @@ mod staging;
 mod taking;
 mod timeout;
 mod trace;
+mod untrusted_text;
 
 pub use call::{CallOptions, CallTrace};
 pub use card::{CardTool, ServerCard, UnavailableTool};
@@ -77,3 +78,4 @@ pub use run::{
 pub use server_connection::ServerConnection;
 pub use setup::{ServerSetup, SetupFailure};
 pub use trace::{TraceParent, TraceParentError};
+pub use untrusted_text::{escape_controls, escape_json_controls, is_active_control};

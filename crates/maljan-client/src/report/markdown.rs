@@ -7,38 +7,53 @@ use serde_json::Value;
 
 use super::{RunReport, wording};
 use crate::TakenFile;
+use crate::is_active_control;
 
-/// Text for a table cell: on one line, pipes escaped, and no markup: a server's words and a
-/// tool's answer are a sample author's text, and many Markdown viewers render raw HTML.
-fn cell(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('\\', "\\\\")
-        .replace('|', "\\|")
-        .replace(['\n', '\r'], " ")
+/// Text for a table cell or a line of the report, inert whatever it holds: a server's
+/// words, a tool's answer and a file's name are a sample author's text. On one line; pipes
+/// escaped so it stays in its column; `<`, `>` and `&` as entities (many viewers render raw
+/// HTML); every character that opens a link, an image, code or emphasis backslash-escaped,
+/// `:` too (no `javascript:` or `http:` autolink) and the dot of `www.`; active control
+/// characters shown as `\u{…}`.
+pub(crate) fn cell(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 8);
+    let mut previous: [char; 3] = [' '; 3];
+    for c in text.chars() {
+        match c {
+            '\n' | '\r' => out.push(' '),
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '\\' | '`' | '*' | '_' | '[' | ']' | '(' | ')' | '!' | '|' | '~' | ':' => {
+                out.push('\\');
+                out.push(c);
+            }
+            '.' if previous.iter().all(|p| p.eq_ignore_ascii_case(&'w')) => out.push_str("\\."),
+            c if is_active_control(c) => out.push_str(&format!("\\u{{{:x}}}", u32::from(c))),
+            c => out.push(c),
+        }
+        previous = [previous[1], previous[2], c];
+    }
+    out
 }
 
 fn json(value: Option<&Value>) -> String {
-    value.map_or_else(
-        || "—".to_owned(),
-        |v| format!("`{}`", cell(&v.to_string()).replace('`', "'")),
-    )
+    value.map_or_else(|| "—".to_owned(), |v| cell(&v.to_string()))
 }
 
 pub(super) fn render(report: &RunReport) -> String {
     let mut out = String::new();
     let pack = report.pack.name.as_deref().unwrap_or(&report.pack.origin);
-    let _ = writeln!(out, "# Run {} — {}\n", report.run, pack);
+    let _ = writeln!(out, "# Run {} — {}\n", report.run, cell(pack));
     let _ = writeln!(out, "**Verdict: {}**\n", report.verdict.as_str());
     if let Some(sample) = &report.sample {
         let _ = writeln!(
             out,
-            "Sample: `{}` ({} bytes, sha256 `{}`). Job: `{}`.\n",
+            "Sample: {} ({} bytes, sha256 `{}`). Job: {}.\n",
             cell(&sample.name),
             sample.size,
             sample.sha256,
-            report.job.display()
+            cell(&report.job.display().to_string())
         );
     }
     let _ = writeln!(out, "## Failures\n");
@@ -71,7 +86,7 @@ pub(super) fn render(report: &RunReport) -> String {
                     ": {} {}, protocol {} ({}), over {}; {} tools",
                     cell(&card.server_info.name),
                     cell(&card.server_info.version),
-                    card.protocol_version,
+                    cell(&card.protocol_version),
                     card.era,
                     card.transport,
                     card.tools.len()
@@ -87,7 +102,7 @@ pub(super) fn render(report: &RunReport) -> String {
             for tool in &card.unavailable {
                 let _ = writeln!(
                     out,
-                    "  - unavailable: `{}`: {}{}",
+                    "  - unavailable: {}: {}{}",
                     cell(&tool.name),
                     cell(&tool.reason),
                     tool.remediation
@@ -149,15 +164,16 @@ pub(super) fn render(report: &RunReport) -> String {
                 } => {
                     let _ = writeln!(
                         out,
-                        "- {}: taken `{}` ({size} bytes, sha256 `{sha256}`)",
+                        "- {}: taken {} ({size} bytes, sha256 {})",
                         cell(&step.step),
-                        cell(path)
+                        cell(path),
+                        cell(sha256)
                     );
                 }
                 TakenFile::NotTaken { path, words, .. } => {
                     let _ = writeln!(
                         out,
-                        "- {}: **not taken** `{}`: {}",
+                        "- {}: **not taken** {}: {}",
                         cell(&step.step),
                         cell(path),
                         cell(words)
@@ -179,12 +195,12 @@ pub(super) fn render(report: &RunReport) -> String {
             let (what, how, outcome) = wording::upload(d);
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {} | `{}` | {how} | {} |",
+                "| {} | {} | {} | {} | {} | {how} | {} |",
                 cell(&d.server),
                 cell(&d.name),
                 cell(&what),
                 d.size,
-                d.sha256,
+                cell(&d.sha256),
                 cell(&outcome)
             );
         }
@@ -194,7 +210,7 @@ pub(super) fn render(report: &RunReport) -> String {
         for d in &report.degradations {
             let _ = writeln!(
                 out,
-                "- {}: `{}`: {}",
+                "- {}: {}: {}",
                 cell(&d.server),
                 cell(&d.subject),
                 cell(&d.reason)
@@ -207,12 +223,51 @@ pub(super) fn render(report: &RunReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::cell;
+    use crate::is_active_control;
+    use proptest::prelude::*;
 
     #[test]
     fn a_cell_holds_no_markup_and_stays_in_its_column() {
         assert_eq!(
             cell("<img src=x onerror=alert(1)> a|b\nc"),
-            "&lt;img src=x onerror=alert(1)&gt; a\\|b c"
+            "&lt;img src=x onerror=alert\\(1\\)&gt; a\\|b c"
         );
+        assert_eq!(
+            cell("[x](javascript:alert(1)) ![](http://t/p.png) www.evil.example"),
+            "\\[x\\]\\(javascript\\:alert\\(1\\)\\) \\!\\[\\]\\(http\\://t/p.png\\) www\\.evil.example"
+        );
+    }
+
+    /// Whether the character at `at` (a byte index) follows an odd run of backslashes.
+    fn escaped(text: &str, at: usize) -> bool {
+        text[..at].chars().rev().take_while(|c| *c == '\\').count() % 2 == 1
+    }
+
+    proptest! {
+        #[test]
+        fn no_markup_and_no_control_character_comes_out(text in any::<String>()) {
+            let shown = cell(&text);
+            prop_assert!(!shown.chars().any(is_active_control), "{shown:?}");
+            prop_assert!(!shown.contains(['<', '>', '\n']), "{shown:?}");
+            for (at, c) in shown.char_indices() {
+                if "`*_[]()!|~:".contains(c) {
+                    prop_assert!(escaped(&shown, at), "{c} at {at} in {shown:?}");
+                }
+            }
+            prop_assert!(!shown.to_ascii_lowercase().contains("www."), "{shown:?}");
+        }
+
+        #[test]
+        fn markup_characters_mixed_into_text_are_all_escaped(
+            text in "[a-zA-Z0-9 \\[\\]()!:`*_|~<>&.wW\\\\-]{0,60}",
+        ) {
+            let shown = cell(&text);
+            for (at, c) in shown.char_indices() {
+                if "`*_[]()!|~:".contains(c) {
+                    prop_assert!(escaped(&shown, at), "{c} at {at} in {shown:?}");
+                }
+            }
+            prop_assert!(!shown.to_ascii_lowercase().contains("www."), "{shown:?}");
+        }
     }
 }
