@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use maljan_client::{
-    BreakerSettings, ClientSettings, ElicitationPolicy, EraChoice, SampleMount, ServerCommand,
-    ServerConfig,
+    BreakerSettings, ClientSettings, ElicitationPolicy, EraChoice, RunLimits, SampleMount,
+    ServerCommand, ServerConfig,
 };
 use serde::Deserialize;
 
@@ -44,6 +44,10 @@ pub(crate) const BUNDLED: &str = "sidecar";
 /// max_concurrent_calls = 4
 /// unanswered_threshold = 3
 /// rest_s = 60
+///
+/// [core.run]
+/// max_instances_per_step = 1000   # the runs a step's glob may fan out to
+/// max_calls = 10000               # the tool calls one run's steps may make
 /// ```
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -56,12 +60,14 @@ struct ConfigFile {
     core: CoreSection,
 }
 
-/// `[core.mcp.breaker]`.
+/// `[core.mcp]`, `[core.mcp.breaker]` and `[core.run]`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CoreSection {
     #[serde(default)]
     mcp: McpSection,
+    #[serde(default)]
+    run: RunLimits,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -169,6 +175,7 @@ impl Config {
         settings.elicitation = file.core.mcp.elicitation;
         settings.declare_roots = file.core.mcp.roots;
         settings.era = file.core.mcp.era;
+        settings.run = file.core.run;
         if let Some(t) = file.core.mcp.discover_timeout_s {
             settings.discover_timeout = Duration::try_from_secs_f64(t)
                 .ok()

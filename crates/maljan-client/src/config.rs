@@ -134,6 +134,37 @@ pub struct ClientSettings {
     /// How long `server/discover` waits for an answer before the server is taken as one of
     /// the legacy era (which need not answer a method it does not know).
     pub discover_timeout: Duration,
+    /// How much one run may do (`core.run.*`).
+    pub run: RunLimits,
+}
+
+/// How much one run may do: what a hostile archive could otherwise turn into a hundred
+/// thousand calls. Past a limit the step fails with `over_limit`, naming the limit and its
+/// setting; the rest of the run goes on.
+///
+/// ```
+/// use maljan_client::RunLimits;
+/// let limits = RunLimits::default();
+/// assert_eq!(limits.max_instances_per_step, 1000);
+/// assert_eq!(limits.max_calls, 10_000);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct RunLimits {
+    /// How many runs a step's glob may fan out to (`core.run.max_instances_per_step`).
+    pub max_instances_per_step: usize,
+    /// How many tool calls a run's steps may make in all (`core.run.max_calls`).
+    pub max_calls: usize,
+}
+
+impl Default for RunLimits {
+    fn default() -> Self {
+        RunLimits {
+            max_instances_per_step: 1000,
+            max_calls: 10_000,
+        }
+    }
 }
 
 /// Which protocol era a client speaks to a server.
@@ -224,6 +255,7 @@ impl Default for ClientSettings {
             declare_roots: false,
             era: EraChoice::Auto,
             discover_timeout: Duration::from_secs(5),
+            run: RunLimits::default(),
         }
     }
 }

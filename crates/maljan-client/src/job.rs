@@ -71,7 +71,15 @@ pub struct Job {
     /// whoever asks first; those who ask meanwhile wait for it.
     pub(crate) staged: Mutex<HashMap<(String, PathBuf), Arc<StagedUpload>>>,
     /// The files handed to later steps: path → (size, sha256, who wrote it).
-    handed: Mutex<HashMap<PathBuf, HandedFile>>,
+    handed: Mutex<Handed>,
+}
+
+/// The files handed to later steps, and for each name a step handed out, the next
+/// numbered directory to try, so that handing out one name N times costs N tries, not N².
+#[derive(Debug, Default)]
+struct Handed {
+    files: HashMap<PathBuf, HandedFile>,
+    next_free: HashMap<PathBuf, u32>,
 }
 
 /// One file's upload to one server: the path it was stored at, or why it failed.
@@ -185,17 +193,23 @@ impl Job {
         let size = std::fs::metadata(&stored)?.len();
         let dir = self.dir.join("outputs").join(directory_name(step));
         let mut handed = lock(&self.handed);
-        let mut path = dir.join(&base);
-        let mut n = 1u32;
-        while handed.contains_key(&path) || path.exists() {
-            path = dir.join(n.to_string()).join(&base);
+        let first = dir.join(&base);
+        let mut n = handed.next_free.get(&first).copied().unwrap_or(0);
+        let mut path = if n == 0 {
+            first.clone()
+        } else {
+            dir.join(n.to_string()).join(&base)
+        };
+        while handed.files.contains_key(&path) || path.exists() {
             n += 1;
+            path = dir.join(n.to_string()).join(&base);
         }
+        handed.next_free.insert(first, n + 1);
         std::fs::create_dir_all(path.parent().unwrap_or(&dir))?;
         if std::fs::hard_link(&stored, &path).is_err() {
             std::fs::copy(&stored, &path)?;
         }
-        handed.insert(
+        handed.files.insert(
             path.clone(),
             HandedFile {
                 size,
@@ -208,7 +222,7 @@ impl Job {
 
     /// What a handed-out path is, when it is one.
     pub(crate) fn handed(&self, path: &Path) -> Option<HandedFile> {
-        lock(&self.handed).get(path).cloned()
+        lock(&self.handed).files.get(path).cloned()
     }
 
     /// Copies a file into the job's directory as its sample, hashing it on the way, and
@@ -256,5 +270,43 @@ impl Job {
     /// The files tools named, taken or not.
     pub fn taken(&self) -> Vec<TakenFile> {
         lock(&self.taken).clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_name_handed_out_again_and_again_gets_the_next_numbered_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let job = Job::create(dir.path().join("job")).unwrap();
+        let source = dir.path().join("x");
+        std::fs::write(&source, "same").unwrap();
+        let origin = Origin {
+            step: Some("unpack".into()),
+            server: "s".into(),
+            tool: "unpack".into(),
+        };
+        let stored = job
+            .store()
+            .add_file(&source, "a.js", origin.clone())
+            .unwrap();
+        let count = 50;
+        let paths: Vec<PathBuf> = (0..count)
+            .map(|_| {
+                job.hand_out("unpack", "a.js", &stored.sha256, origin.clone())
+                    .unwrap()
+            })
+            .collect();
+        let outputs = job.dir().join("outputs/unpack");
+        assert_eq!(paths[0], outputs.join("a.js"));
+        assert_eq!(paths[1], outputs.join("1/a.js"));
+        assert_eq!(
+            paths[count - 1],
+            outputs.join(format!("{}/a.js", count - 1))
+        );
+        let distinct: std::collections::HashSet<_> = paths.iter().collect();
+        assert_eq!(distinct.len(), count);
     }
 }

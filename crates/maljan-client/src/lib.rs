@@ -54,7 +54,7 @@ mod untrusted_text;
 
 pub use call::{CallOptions, CallTrace};
 pub use card::{CardTool, ServerCard, UnavailableTool};
-pub use config::{ClientSettings, EraChoice, HttpServer, ServerConfig, ServerTransport};
+pub use config::{ClientSettings, EraChoice, HttpServer, RunLimits, ServerConfig, ServerTransport};
 pub use context::ConnectionContext;
 pub use error::ClientError;
 pub use job::{Job, Sample, TakenFile};

@@ -402,3 +402,98 @@ arguments = { path = "$sample" }
     );
     setup.run.finish().await;
 }
+
+const FAN_OUT: &str = r#"
+[[step]]
+id = "unpack"
+server = "local"
+tool = "unpack"
+arguments = { path = "$sample" }
+outputs = ["*"]
+
+[[step]]
+id = "info"
+server = "local"
+tool = "file_info"
+arguments = { path = "$unpack/*" }
+"#;
+
+/// A run of [`FAN_OUT`] on an archive of `members` small files, under `settings`: the
+/// outcomes and the tools the ledger saw called.
+async fn fan_out(members: usize, settings: ClientSettings) -> (Vec<StepOutcome>, Vec<String>) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let names: Vec<String> = (0..members).map(|i| format!("m{i}.txt")).collect();
+    let files: Vec<(&str, &[u8])> = names.iter().map(|n| (n.as_str(), &b"x"[..])).collect();
+    let archive = dir.path().join("many.zip");
+    std::fs::write(&archive, zip_with(&files)).expect("sample");
+    let job = Arc::new(Job::create(dir.path().join("job")).expect("job"));
+    job.add_sample(&archive).expect("sample added");
+    let memory = MemorySink::default();
+    let context = ConnectionContext::default().with_ledger(Arc::new(Ledger::from(memory.clone())));
+    let run = Run::new(job, vec![local()], settings, context);
+    let pack = Pack::parse(FAN_OUT, "fan-out.toml").expect("pack");
+    let outcomes = run.execute(&pack).await.expect("runs");
+    run.finish().await;
+    let called = memory.entries().into_iter().map(|e| e.call.tool).collect();
+    (outcomes, called)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_glob_over_more_files_than_a_step_may_run_for_fails_the_step_without_a_call() {
+    let (outcomes, called) = fan_out(1500, ClientSettings::default()).await;
+    let info = outcome(&outcomes, "info");
+    assert_eq!(info.len(), 1, "one failed outcome, not 1,500 runs");
+    let StepStatus::Failed { failure } = &info[0].status else {
+        panic!("{:?}", info[0].status);
+    };
+    assert_eq!(failure.code.as_str(), "over_limit");
+    assert!(
+        failure.message.contains("1500") && failure.message.contains("1000"),
+        "{failure:?}"
+    );
+    assert!(
+        failure
+            .remediation
+            .as_deref()
+            .is_some_and(|r| r.contains("core.run.max_instances_per_step")),
+        "{failure:?}"
+    );
+    assert!(!called.iter().any(|t| t == "file_info"), "{called:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_stops_calling_at_its_cap_and_says_which_setting_raises_it() {
+    let mut settings = ClientSettings::default();
+    settings.run.max_calls = 3;
+    let (outcomes, called) = fan_out(5, settings).await;
+    let info = outcome(&outcomes, "info");
+    assert_eq!(info.len(), 5);
+    let refused: Vec<_> = info
+        .iter()
+        .filter_map(|o| match &o.status {
+            StepStatus::Failed { failure } => Some(failure),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        refused.len(),
+        3,
+        "the unpack and two runs of info were made"
+    );
+    for failure in refused {
+        assert_eq!(failure.code.as_str(), "over_limit");
+        assert!(failure.message.contains("3 calls"), "{failure:?}");
+        assert!(
+            failure
+                .remediation
+                .as_deref()
+                .is_some_and(|r| r.contains("core.run.max_calls")),
+            "{failure:?}"
+        );
+    }
+    assert_eq!(
+        called.iter().filter(|t| *t == "file_info").count(),
+        2,
+        "{called:?}"
+    );
+}

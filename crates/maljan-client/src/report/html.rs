@@ -181,7 +181,7 @@ pub(super) fn render(report: &RunReport) -> String {
             "files",
         ],
     );
-    for step in &report.steps {
+    for step in report.steps.iter().take(wording::MAX_ROWS) {
         let arguments = step.resolved.as_ref().unwrap_or(&step.arguments);
         let files = step
             .taken
@@ -214,7 +214,11 @@ pub(super) fn render(report: &RunReport) -> String {
             ],
         );
     }
-    out.push_str("</tbody></table></section>\n<section id=\"disclosure\"><h2>Disclosure: every upload</h2>\n");
+    out.push_str("</tbody></table>\n");
+    if let Some(more) = wording::rows_left_out(report.steps.len(), "steps") {
+        out.push_str(&format!("<p>{}</p>\n", escape(&more)));
+    }
+    out.push_str("</section>\n<section id=\"disclosure\"><h2>Disclosure: every upload</h2>\n");
     if report.disclosures.is_empty() {
         out.push_str("<p>Nothing was uploaded.</p>\n");
     } else {
@@ -222,7 +226,7 @@ pub(super) fn render(report: &RunReport) -> String {
             &mut out,
             &["server", "file", "what", "size", "sha256", "how", "outcome"],
         );
-        for d in &report.disclosures {
+        for d in report.disclosures.iter().take(wording::MAX_ROWS) {
             let (what, how, outcome) = wording::upload(d);
             row(
                 &mut out,
@@ -238,6 +242,9 @@ pub(super) fn render(report: &RunReport) -> String {
             );
         }
         out.push_str("</tbody></table>\n");
+        if let Some(more) = wording::rows_left_out(report.disclosures.len(), "uploads") {
+            out.push_str(&format!("<p>{}</p>\n", escape(&more)));
+        }
     }
     out.push_str("</section>\n");
     if !report.degradations.is_empty() {

@@ -134,7 +134,7 @@ pub(super) fn render(report: &RunReport) -> String {
         "| step | server/tool | outcome | duration | queued | arguments | sent |"
     );
     let _ = writeln!(out, "| --- | --- | --- | --- | --- | --- | --- |");
-    for step in &report.steps {
+    for step in report.steps.iter().take(wording::MAX_ROWS) {
         let name = wording::step_name(step);
         let outcome = wording::outcome(&step.status);
         let _ = writeln!(
@@ -150,6 +150,9 @@ pub(super) fn render(report: &RunReport) -> String {
             json(step.sent_arguments.as_ref())
         );
     }
+    if let Some(more) = wording::rows_left_out(report.steps.len(), "steps") {
+        let _ = writeln!(out, "\n{more}");
+    }
     let taken: Vec<_> = report
         .steps
         .iter()
@@ -157,7 +160,8 @@ pub(super) fn render(report: &RunReport) -> String {
         .collect();
     if !taken.is_empty() {
         let _ = writeln!(out, "\n### Files the tools named\n");
-        for (step, file) in taken {
+        let total = taken.len();
+        for (step, file) in taken.into_iter().take(wording::MAX_ROWS) {
             match file {
                 TakenFile::Taken {
                     path, size, sha256, ..
@@ -181,6 +185,9 @@ pub(super) fn render(report: &RunReport) -> String {
                 }
             }
         }
+        if let Some(more) = wording::rows_left_out(total, "files") {
+            let _ = writeln!(out, "\n{more}");
+        }
     }
     let _ = writeln!(out, "\n## Disclosure: every upload\n");
     if report.disclosures.is_empty() {
@@ -191,7 +198,7 @@ pub(super) fn render(report: &RunReport) -> String {
             "| server | file | what | size | sha256 | how | outcome |"
         );
         let _ = writeln!(out, "| --- | --- | --- | --- | --- | --- | --- |");
-        for d in &report.disclosures {
+        for d in report.disclosures.iter().take(wording::MAX_ROWS) {
             let (what, how, outcome) = wording::upload(d);
             let _ = writeln!(
                 out,
@@ -203,6 +210,9 @@ pub(super) fn render(report: &RunReport) -> String {
                 cell(&d.sha256),
                 cell(&outcome)
             );
+        }
+        if let Some(more) = wording::rows_left_out(report.disclosures.len(), "uploads") {
+            let _ = writeln!(out, "\n{more}");
         }
     }
     if !report.degradations.is_empty() {

@@ -222,3 +222,57 @@ fn write_whole(path: &Path, bytes: &[u8]) -> io::Result<()> {
     std::fs::write(&temporary, bytes)?;
     std::fs::rename(&temporary, path)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::StepStatus;
+
+    #[test]
+    fn a_long_run_shows_its_first_rows_and_counts_the_rest() {
+        let step = StepOutcome {
+            step: "s".into(),
+            instance: None,
+            server: "x".into(),
+            tool: "t".into(),
+            arguments: serde_json::json!({}),
+            resolved: None,
+            status: StepStatus::Completed,
+            answer: None,
+            taken: Vec::new(),
+            handed: Vec::new(),
+            duration_ms: 1,
+            sent_arguments: None,
+            queued_ms: 0,
+        };
+        let report = RunReport {
+            schema_version: REPORT_SCHEMA_VERSION,
+            run: "r".into(),
+            pack: PackInfo {
+                origin: "p".into(),
+                name: None,
+            },
+            job: "/j".into(),
+            sample: None,
+            verdict: Verdict::Completed,
+            failures: Vec::new(),
+            servers: Vec::new(),
+            steps: vec![step; 600],
+            disclosures: Vec::new(),
+            degradations: Vec::new(),
+        };
+        let markdown = report.to_markdown();
+        let rows = markdown.lines().filter(|l| l.starts_with("| s |")).count();
+        assert_eq!(rows, wording::MAX_ROWS);
+        assert!(markdown.contains("… and 100 more steps, listed in report.json."));
+        let html = report.to_html();
+        assert_eq!(html.matches("<td>s</td>").count(), wording::MAX_ROWS);
+        assert!(html.contains("… and 100 more steps, listed in report.json."));
+        assert_eq!(
+            serde_json::to_value(&report).expect("JSON")["steps"]
+                .as_array()
+                .map(Vec::len),
+            Some(600)
+        );
+    }
+}

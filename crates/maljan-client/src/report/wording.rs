@@ -2,6 +2,20 @@
 
 use maljan_staging::{Disclosed, Disclosure, DisclosureOutcome, UploadMode};
 
+/// The most rows of one list (steps, files, uploads) the Markdown and HTML pages show: a
+/// run's whole lists stay in `report.json`, and the pages stay readable and bounded.
+pub(super) const MAX_ROWS: usize = 500;
+
+/// The line that stands for the rows left out of a list of `total`.
+pub(super) fn rows_left_out(total: usize, what: &str) -> Option<String> {
+    (total > MAX_ROWS).then(|| {
+        format!(
+            "… and {} more {what}, listed in report.json.",
+            total - MAX_ROWS
+        )
+    })
+}
+
 use crate::{StepOutcome, StepStatus};
 
 /// A step's name, with the file it ran for when it runs once per file.

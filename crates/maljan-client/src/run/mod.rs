@@ -7,7 +7,7 @@ mod steps;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use maljan_mcp_proto::maljan::{ErrorCode, ToolAnswer};
@@ -50,6 +50,9 @@ pub struct Run {
     settings: ClientSettings,
     context: ConnectionContext,
     servers: BTreeMap<String, ServerSlot>,
+    /// The calls its steps made (or were refused for the run's cap): bounded by
+    /// [`RunLimits::max_calls`](crate::RunLimits::max_calls).
+    calls_made: AtomicUsize,
 }
 
 /// What a run learned, once it is finished.
@@ -104,6 +107,7 @@ impl Run {
             settings,
             context,
             servers,
+            calls_made: AtomicUsize::new(0),
         }
     }
 

@@ -31,13 +31,29 @@ pub(super) struct Instance {
     pub(super) arguments: Value,
 }
 
-/// The runs of `step` now that the steps it refers to are finished; `Err` says why it is
-/// skipped.
+/// Why a step does not run.
+#[derive(Debug)]
+pub(super) enum NotRun {
+    /// An input never came: the reason.
+    Skipped(String),
+    /// Its glob matched this many files, more than a step may run for.
+    TooMany(usize),
+}
+
+impl From<String> for NotRun {
+    fn from(reason: String) -> Self {
+        NotRun::Skipped(reason)
+    }
+}
+
+/// The runs of `step` now that the steps it refers to are finished, at most `most` of
+/// them; `Err` says why it does not run.
 pub(super) fn instances(
     step: &Step,
     job: &Job,
     finished: &HashMap<String, Finished>,
-) -> Result<Vec<Instance>, String> {
+    most: usize,
+) -> Result<Vec<Instance>, NotRun> {
     let resolver = Resolver { job, finished };
     let mut strings = Vec::new();
     reference::strings_of(step.arguments(), Position::Value, &mut strings);
@@ -56,6 +72,9 @@ pub(super) fn instances(
         }]);
     };
     let files = resolver.matching(text, &reference)?;
+    if files.len() > most {
+        return Err(NotRun::TooMany(files.len()));
+    }
     files
         .into_iter()
         .map(|file| {
@@ -218,6 +237,7 @@ mod tests {
             &pack.steps()[1],
             &job,
             &finished(&["a.js", "b.js", "a.txt"]),
+            10,
         )
         .expect("ready");
         assert_eq!(runs.len(), 1);
@@ -236,6 +256,7 @@ mod tests {
             &pack.steps()[1],
             &job,
             &finished(&["a.js", "b.js", "c.txt"]),
+            10,
         )
         .expect("ready");
         let labels: Vec<_> = runs.iter().filter_map(|r| r.label.as_deref()).collect();
@@ -244,17 +265,37 @@ mod tests {
         assert_eq!(runs[1].arguments["job"], job.dir().display().to_string());
     }
 
+    fn skip_reason(runs: Result<Vec<Instance>, NotRun>) -> String {
+        match runs {
+            Err(NotRun::Skipped(reason)) => reason,
+            other => panic!("not skipped: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_glob_over_more_files_than_allowed_is_not_resolved_at_all() {
+        let (_dir, job) = job();
+        let pack = step(r#"{ path = "$u/*.js" }"#);
+        let runs = instances(
+            &pack.steps()[1],
+            &job,
+            &finished(&["a.js", "b.js", "c.js"]),
+            2,
+        );
+        assert!(matches!(runs, Err(NotRun::TooMany(3))), "{runs:?}");
+    }
+
     #[test]
     fn a_missing_input_says_what_the_step_took_instead() {
         let (_dir, job) = job();
         let pack = step(r#"{ path = "$u/payload.js" }"#);
-        let reason = instances(&pack.steps()[1], &job, &finished(&["a.txt"])).expect_err("skipped");
+        let reason = skip_reason(instances(&pack.steps()[1], &job, &finished(&["a.txt"]), 10));
         assert!(
             reason.contains("took no file named payload.js (it took: a.txt)"),
             "{reason}"
         );
         let pack = step(r#"{ path = "$sample" }"#);
-        let reason = instances(&pack.steps()[1], &job, &finished(&[])).expect_err("no sample");
+        let reason = skip_reason(instances(&pack.steps()[1], &job, &finished(&[]), 10));
         assert!(reason.contains("the run has no sample"), "{reason}");
     }
 }

@@ -8,11 +8,13 @@ use std::time::Instant;
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
-use maljan_mcp_proto::maljan::{Outcome, ToolAnswer};
+use std::sync::atomic::Ordering;
+
+use maljan_mcp_proto::maljan::{ErrorCode, Outcome, ToolAnswer, ToolFailure};
 use maljan_staging::Origin;
 use serde_json::Value;
 
-use super::resolve::{Finished, Instance, instances};
+use super::resolve::{Finished, Instance, NotRun, instances};
 use super::{HandedFile, Run, StepOutcome, StepStatus};
 use crate::pack::{Pack, PackErrors, Step};
 use crate::{CallOptions, TakenFile};
@@ -68,14 +70,29 @@ impl Run {
                 }
                 waiting.retain(|s| !ready.iter().any(|r| r.id() == s.id()));
                 for step in ready {
-                    match instances(step, self.job(), &finished) {
+                    let most = self.settings.run.max_instances_per_step;
+                    match instances(step, self.job(), &finished, most) {
                         Ok(list) => {
                             runs_left.insert(step.id(), list.len());
                             for instance in list {
                                 running.push(self.run_step(step, instance));
                             }
                         }
-                        Err(reason) => {
+                        Err(NotRun::TooMany(count)) => {
+                            let failure = too_many_runs(step, count, most);
+                            finished.insert(
+                                step.id().to_owned(),
+                                Finished {
+                                    completed: false,
+                                    why_not: format!("failed: {}", failure.message),
+                                    outputs: Vec::new(),
+                                },
+                            );
+                            let outcome = failed_before_running(step, failure);
+                            observe(&outcome);
+                            outcomes.push(outcome);
+                        }
+                        Err(NotRun::Skipped(reason)) => {
                             finished.insert(
                                 step.id().to_owned(),
                                 Finished {
@@ -149,8 +166,24 @@ impl Run {
         PackErrors::refuse_if_any(errors)
     }
 
-    /// Runs one step (or one of its runs) and takes its declared outputs.
+    /// Runs one step (or one of its runs) and takes its declared outputs; past the run's
+    /// cap on calls it fails without a call.
     async fn run_step<'p>(&self, step: &'p Step, instance: Instance) -> Ran<'p> {
+        let most = self.settings.run.max_calls;
+        if self.calls_made.fetch_add(1, Ordering::AcqRel) >= most {
+            let failure = ToolFailure::new(
+                ErrorCode::OverLimit,
+                format!("the run made {most} calls, the most a run may make"),
+                Some(format!(
+                    "raise core.run.max_calls (now {most}) if the pack really needs more, or \
+                     narrow its globs"
+                )),
+            );
+            let mut outcome = failed_before_running(step, failure);
+            outcome.instance = instance.label;
+            outcome.resolved = Some(instance.arguments);
+            return Ran { step, outcome };
+        }
         let start = Instant::now();
         let mut options = CallOptions::default().in_step(step.id());
         if let Some(wait) = step.timeout() {
@@ -261,6 +294,29 @@ fn declared_only(answer: &ToolAnswer, step: &Step) -> ToolAnswer {
         });
     }
     declared
+}
+
+/// The failure of a step whose glob matched more files than a step may run for.
+fn too_many_runs(step: &Step, count: usize, most: usize) -> ToolFailure {
+    ToolFailure::new(
+        ErrorCode::OverLimit,
+        format!(
+            "step {} would run {count} times, once per matching file, more than the {most} \
+             a step may",
+            step.id()
+        ),
+        Some(format!(
+            "narrow the step's glob, or raise core.run.max_instances_per_step (now {most})"
+        )),
+    )
+}
+
+/// A step that failed before any call was made.
+fn failed_before_running(step: &Step, failure: ToolFailure) -> StepOutcome {
+    StepOutcome {
+        status: StepStatus::Failed { failure },
+        ..skipped(step, String::new())
+    }
 }
 
 fn skipped(step: &Step, reason: String) -> StepOutcome {

@@ -28,8 +28,9 @@ pub enum ErrorCode {
     ToolFailed,
     /// The server runs as many calls as it may and its queue is full: try again later.
     ServerBusy,
-    /// The job's disk budget on the server would be exceeded.
-    OverBudget,
+    /// A limit would be exceeded: a job's disk budget on the server, or a run's cap on its
+    /// calls or on a step's runs. The message names the limit and its setting.
+    OverLimit,
     /// The client's own: the server is resting after calls went unanswered.
     ServerResting,
     /// The client's own: no answer within the wait.
@@ -59,7 +60,7 @@ impl ErrorCode {
             ErrorCode::NotConfigured => "not_configured",
             ErrorCode::ToolFailed => "tool_failed",
             ErrorCode::ServerBusy => "server_busy",
-            ErrorCode::OverBudget => "over_budget",
+            ErrorCode::OverLimit => "over_limit",
             ErrorCode::ServerResting => "server_resting",
             ErrorCode::Unanswered => "unanswered",
             ErrorCode::ConnectionLost => "connection_lost",
@@ -82,7 +83,7 @@ impl From<&str> for ErrorCode {
             "not_configured" => ErrorCode::NotConfigured,
             "tool_failed" => ErrorCode::ToolFailed,
             "server_busy" => ErrorCode::ServerBusy,
-            "over_budget" => ErrorCode::OverBudget,
+            "over_limit" => ErrorCode::OverLimit,
             "server_resting" => ErrorCode::ServerResting,
             "unanswered" => ErrorCode::Unanswered,
             "connection_lost" => ErrorCode::ConnectionLost,
