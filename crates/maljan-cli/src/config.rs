@@ -48,6 +48,7 @@ pub(crate) const BUNDLED: &str = "sidecar";
 /// [core.run]
 /// max_instances_per_step = 1000   # the runs a step's glob may fan out to
 /// max_calls = 10000               # the tool calls one run's steps may make
+/// max_taken_bytes = 10737418240   # the bytes of files one run may take (default: the disk)
 /// ```
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -156,6 +156,10 @@ pub struct RunLimits {
     pub max_instances_per_step: usize,
     /// How many tool calls a run's steps may make in all (`core.run.max_calls`).
     pub max_calls: usize,
+    /// How many bytes the files a run takes from servers may come to
+    /// (`core.run.max_taken_bytes`; none by default but the disk's free space). A file that
+    /// states more than is left is refused at its first answer.
+    pub max_taken_bytes: Option<u64>,
 }
 
 impl Default for RunLimits {
@@ -163,6 +167,7 @@ impl Default for RunLimits {
         RunLimits {
             max_instances_per_step: 1000,
             max_calls: 10_000,
+            max_taken_bytes: None,
         }
     }
 }

@@ -45,16 +45,19 @@ fn tools() -> ServerBuilder {
         .tool(tools::unpack_spec(), tools::unpack)
 }
 
-/// The server with other bounds on its transfers and calls, its tools also reading files
-/// beneath `roots` and the directories `MALJAN_ROOTS` names.
+/// The server with other bounds on its transfers, its calls and each job's disk use
+/// (`job_bytes`), its tools also reading files beneath `roots` and the directories
+/// `MALJAN_ROOTS` names.
 pub fn server_with(
     roots: Vec<Root>,
     limits: TransferLimits,
     calls: CallLimits,
+    job_bytes: u64,
 ) -> std::io::Result<Server> {
     let mut builder = tools()
         .file_transfer_with(limits)
         .call_limits(calls)
+        .job_bytes(job_bytes)
         .roots_from_env()?;
     for root in roots {
         builder = builder.root(root);
@@ -70,6 +73,7 @@ pub async fn serve_stdio() -> std::io::Result<()> {
         Vec::new(),
         TransferLimits::default(),
         CallLimits::default(),
+        maljan_sidecar_kit::JOB_BYTES,
     )?)
     .await
 }

@@ -72,6 +72,10 @@ struct Options {
     /// How many tool calls may wait for a turn; past that a call is answered server_busy.
     #[arg(long, value_name = "N", default_value_t = maljan_sidecar_kit::MAX_CALLS_QUEUED)]
     max_queued_calls: usize,
+    /// How many bytes each job's files may take on disk: uploads, unpacked members and
+    /// files tools write; a write past it fails with over_limit.
+    #[arg(long, value_name = "BYTES", default_value_t = maljan_sidecar_kit::JOB_BYTES)]
+    job_bytes: u64,
     /// The largest upload accepted, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = maljan_sidecar_kit::MAX_UPLOAD_BYTES)]
     max_upload_bytes: u64,
@@ -117,7 +121,8 @@ async fn run(options: Options) -> Result<(), String> {
     let calls = CallLimits::default()
         .running(options.max_calls)
         .queued(options.max_queued_calls);
-    let server = maljan_sidecar::server_with(roots, limits, calls).map_err(|e| e.to_string())?;
+    let server = maljan_sidecar::server_with(roots, limits, calls, options.job_bytes)
+        .map_err(|e| e.to_string())?;
     match &options.http {
         None => maljan_sidecar::serve_stdio_with(server)
             .await

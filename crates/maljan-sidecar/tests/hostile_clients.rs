@@ -2,6 +2,8 @@
 //! roots, a file swapped for a symlink while it is served, uploads left open, answers asked
 //! to be huge, HTTP without the token or from another host, and sessions left behind.
 
+mod support;
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
@@ -653,5 +655,81 @@ async fn writes_never_follow_a_symlink_planted_in_the_job() {
         std::fs::read_dir(&outside).expect("read").count(),
         0,
         "nothing was written through the planted links"
+    );
+}
+
+/// The bytes of every regular file beneath `dir`.
+fn bytes_beneath(dir: &Path) -> u64 {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir).expect("read").flatten() {
+        let meta = entry.metadata().expect("metadata");
+        if meta.is_dir() {
+            total += bytes_beneath(&entry.path());
+        } else if meta.is_file() {
+            total += meta.len();
+        }
+    }
+    total
+}
+
+#[tokio::test]
+async fn an_unpack_bomb_stops_at_the_jobs_disk_budget() {
+    let top = tempfile::tempdir().expect("temp dir");
+    let job = top.path().join("job");
+    std::fs::create_dir_all(&job).expect("job dir");
+    // 64 MiB of zeros deflate to about 64 KiB.
+    let zeros = vec![0u8; 64 * 1024 * 1024];
+    let bomb = support::zip_with(&[("zeros.bin", &zeros)]);
+    assert!(bomb.len() < 1024 * 1024, "{} bytes", bomb.len());
+    std::fs::write(job.join("bomb.zip"), &bomb).expect("sample");
+    let budget = 100 * 1024 * 1024u64;
+    let mut command = Command::new(SIDECAR);
+    command
+        .args(["--job-bytes", &budget.to_string()])
+        .env("MALJAN_JOB_DIR", &job)
+        .env_remove("MALJAN_ROOTS");
+    let mut sidecar = StdioSidecar::start(command);
+    let mut answers = Vec::new();
+    for _ in 0..5 {
+        let answer = sidecar
+            .call(
+                "unpack",
+                json!({"path": "bomb.zip", "max_bytes": 1_000_000_000_000_000u64}),
+            )
+            .await;
+        answers.push(answer);
+    }
+    assert_eq!(answers[0]["count"], 1, "{}", answers[0]);
+    for later in &answers[1..] {
+        assert_eq!(later["count"], 0, "{later}");
+        assert!(
+            later["stopped"]
+                .as_str()
+                .is_some_and(|s| s.contains("disk budget")),
+            "{later}"
+        );
+    }
+    let written = bytes_beneath(&job.join("unpacked"));
+    assert!(
+        written <= budget,
+        "{written} bytes unpacked under a budget of {budget}"
+    );
+    assert!(
+        written >= 64 * 1024 * 1024,
+        "the first unpack was whole: {written}"
+    );
+    // An upload past what is left is refused at its start.
+    let answer = sidecar
+        .call(
+            "put_sample_begin",
+            json!({"name": "big.bin", "size": budget, "sha256": "0".repeat(64)}),
+        )
+        .await;
+    assert_eq!(code(&answer), "over_limit", "{answer}");
+    assert!(
+        answer["error"]["remediation"]
+            .as_str()
+            .is_some_and(|r| r.contains("--job-bytes")),
+        "{answer}"
     );
 }

@@ -10,6 +10,7 @@ use maljan_mcp_proto::mcp::Implementation;
 use crate::call_gate::CallLimits;
 use crate::call_params::Chunk;
 use crate::server::RegisteredTool;
+use crate::tool::JOB_BYTES;
 use crate::tool::{ChunkHandler, Handler};
 use crate::{Arguments, ProbeResult, Server, ToolContext, ToolResult, ToolSpec};
 
@@ -21,6 +22,7 @@ pub struct ServerBuilder {
     tools: Vec<(ToolSpec, Handler, Option<ChunkHandler>)>,
     roots: Vec<Root>,
     call_limits: CallLimits,
+    job_bytes: u64,
 }
 
 impl std::fmt::Debug for ServerBuilder {
@@ -43,7 +45,20 @@ impl ServerBuilder {
             tools: Vec::new(),
             roots: Vec::new(),
             call_limits: CallLimits::default(),
+            job_bytes: JOB_BYTES,
         }
+    }
+
+    /// How many bytes each job's files may take on disk ([`JOB_BYTES`]): uploads, unpacked
+    /// members and files tools write count; a write past it fails with `over_limit`.
+    ///
+    /// ```
+    /// let server = maljan_sidecar_kit::Server::builder("demo", "1").job_bytes(1 << 30).build();
+    /// assert_eq!(server.job_bytes(), 1 << 30);
+    /// ```
+    pub fn job_bytes(mut self, bytes: u64) -> Self {
+        self.job_bytes = bytes;
+        self
     }
 
     /// How many calls run at once and how many may wait for a turn ([`CallLimits`]); past
@@ -149,6 +164,13 @@ impl ServerBuilder {
             version: self.version,
             title: None,
         };
-        Server::new(info, tools, manifest, self.roots.into(), self.call_limits)
+        Server::new(
+            info,
+            tools,
+            manifest,
+            self.roots.into(),
+            self.call_limits,
+            self.job_bytes,
+        )
     }
 }

@@ -1,6 +1,12 @@
 //! How many tool calls a server runs at once, and how many wait for a turn: every call's
 //! handler holds a thread and its memory, so callers who send hundreds of calls at once
 //! get a clear "busy" answer past the queue instead of hundreds of threads.
+//!
+//! File chunks pass a gate of their own: a chunk that arrived ahead of its turn holds its
+//! thread while it waits for the chunk before it, which must not wait behind it for a turn
+//! of the same gate. Their gate lets run the chunks that may wait on the whole server
+//! ([`MAX_CHUNKS_WAITING_IN_ALL`](crate::MAX_CHUNKS_WAITING_IN_ALL)) and as many more as
+//! calls run.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -61,9 +67,44 @@ impl CallLimits {
     }
 }
 
-/// The gate every tool call passes.
+/// The gates tool calls pass: one for file chunks, one for every other call.
 #[derive(Debug)]
-pub(crate) struct CallGate {
+pub(crate) struct CallGates {
+    limits: CallLimits,
+    calls: CallGate,
+    chunks: CallGate,
+}
+
+impl CallGates {
+    pub(crate) fn new(limits: CallLimits) -> CallGates {
+        let chunks = CallLimits {
+            running: limits.running + crate::MAX_CHUNKS_WAITING_IN_ALL,
+            queued: limits.queued,
+        };
+        CallGates {
+            limits,
+            calls: CallGate::new(limits),
+            chunks: CallGate::new(chunks),
+        }
+    }
+
+    pub(crate) fn limits(&self) -> CallLimits {
+        self.limits
+    }
+
+    /// Waits for a call's turn at the gate for its kind.
+    pub(crate) async fn turn(&self, chunk: bool) -> Result<Turn, ToolFailure> {
+        if chunk {
+            self.chunks.turn().await
+        } else {
+            self.calls.turn().await
+        }
+    }
+}
+
+/// One gate: calls running, and calls waiting for a turn.
+#[derive(Debug)]
+struct CallGate {
     limits: CallLimits,
     running: Arc<Semaphore>,
     queued: AtomicUsize,
@@ -82,7 +123,7 @@ impl Drop for Waiting<'_> {
 }
 
 impl CallGate {
-    pub(crate) fn new(limits: CallLimits) -> CallGate {
+    fn new(limits: CallLimits) -> CallGate {
         CallGate {
             limits,
             running: Arc::new(Semaphore::new(limits.running)),
@@ -90,12 +131,8 @@ impl CallGate {
         }
     }
 
-    pub(crate) fn limits(&self) -> CallLimits {
-        self.limits
-    }
-
     /// Waits for a call's turn; `Err` is the `server_busy` failure when the queue is full.
-    pub(crate) async fn turn(&self) -> Result<Turn, ToolFailure> {
+    async fn turn(&self) -> Result<Turn, ToolFailure> {
         if let Ok(turn) = self.running.clone().try_acquire_owned() {
             return Ok(turn);
         }

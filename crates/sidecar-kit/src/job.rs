@@ -58,6 +58,9 @@ pub struct JobDir {
     pub(crate) upload_moved: Condvar,
     next_upload: AtomicU64,
     digests: Mutex<HashMap<FileStamp, String>>,
+    /// Bytes of the job's disk budget in use: files the kit wrote for it, and room held for
+    /// writes under way (uploads in progress, an unpack).
+    disk_used: AtomicU64,
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -83,6 +86,7 @@ impl JobDir {
             upload_moved: Condvar::new(),
             next_upload: AtomicU64::new(1),
             digests: Mutex::default(),
+            disk_used: AtomicU64::new(0),
         }))
     }
 
@@ -146,6 +150,43 @@ impl JobDir {
         let sha = format!("{:x}", hasher.finalize());
         lock(&self.digests).insert(stamp, sha.clone());
         Ok((size, sha))
+    }
+
+    /// Takes `bytes` of a budget of `limit` for a write; `Err` holds how many are left.
+    pub(crate) fn take_disk(&self, bytes: u64, limit: u64) -> Result<(), u64> {
+        self.disk_used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                used.checked_add(bytes).filter(|total| *total <= limit)
+            })
+            .map(drop)
+            .map_err(|used| limit.saturating_sub(used))
+    }
+
+    /// Takes up to `wanted` bytes of a budget of `limit`, fewer when fewer are left; how
+    /// many it took.
+    pub(crate) fn take_disk_up_to(&self, wanted: u64, limit: u64) -> u64 {
+        let mut taken = 0;
+        let _ = self
+            .disk_used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                taken = wanted.min(limit.saturating_sub(used));
+                Some(used + taken)
+            });
+        taken
+    }
+
+    /// Gives back `bytes` taken for a write that did not happen.
+    pub(crate) fn release_disk(&self, bytes: u64) {
+        let _ = self
+            .disk_used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                Some(used.saturating_sub(bytes))
+            });
+    }
+
+    /// How many bytes of its disk budget the job uses (files written and writes under way).
+    pub fn disk_used(&self) -> u64 {
+        self.disk_used.load(Ordering::Acquire)
     }
 
     /// Removes an upload's temporary file.

@@ -73,4 +73,7 @@ pub use quoting::{Unquoted, unquote};
 pub use reply::MAX_ANSWER_BYTES;
 pub use server::{CAPABILITIES, Server};
 pub use stdio_safe::stdio_safe;
-pub use tool::{Arguments, Cancellation, Dependency, ToolContext, ToolResult, ToolSpec};
+pub use tool::{
+    Arguments, Cancellation, Dependency, DiskReservation, JOB_BYTES, ToolContext, ToolResult,
+    ToolSpec,
+};

@@ -24,7 +24,7 @@ use tokio::sync::mpsc;
 use tokio::task::{AbortHandle, JoinSet};
 
 use crate::buffers::BUFFERS;
-use crate::call_gate::{CallGate, CallLimits};
+use crate::call_gate::{CallGates, CallLimits};
 use crate::call_params::ToolCall;
 use crate::era::{self, RequestEra};
 use crate::reply::{response_line, tool_reply};
@@ -106,7 +106,9 @@ pub struct Server {
     manifest: CapabilityManifest,
     /// Directories besides each job's whose files tools may read.
     roots: Arc<[Root]>,
-    gate: CallGate,
+    gates: CallGates,
+    /// Each job's disk budget, in bytes.
+    job_bytes: u64,
 }
 
 impl std::fmt::Debug for Server {
@@ -144,19 +146,26 @@ impl Server {
         manifest: CapabilityManifest,
         roots: Arc<[Root]>,
         call_limits: CallLimits,
+        job_bytes: u64,
     ) -> Server {
         Server {
             info,
             tools,
             manifest,
             roots,
-            gate: CallGate::new(call_limits),
+            gates: CallGates::new(call_limits),
+            job_bytes,
         }
+    }
+
+    /// Each job's disk budget, in bytes.
+    pub fn job_bytes(&self) -> u64 {
+        self.job_bytes
     }
 
     /// How many calls it runs at once, and how many may wait.
     pub fn call_limits(&self) -> CallLimits {
-        self.gate.limits()
+        self.gates.limits()
     }
 
     /// Starts building a server.
@@ -488,7 +497,7 @@ impl Server {
         cancellation: Cancellation,
         expected: Option<String>,
     ) -> Result<Vec<u8>, (String, Vec<u8>)> {
-        let turn = match self.gate.turn().await {
+        let turn = match self.gates.turn(self.is_chunk_call(&params)).await {
             Ok(turn) => turn,
             Err(busy) => return Ok(tool_reply(&id, Err(busy), &tool_name(&params))),
         };
@@ -505,6 +514,18 @@ impl Server {
                 "the call was stopped".to_owned(),
             ))),
         }
+    }
+
+    /// Whether a call's params name the chunk tool at their start, where a client writes
+    /// the name: such a call passes the chunks' gate. (A call that names it elsewhere
+    /// passes the other gate, bounded all the same.)
+    fn is_chunk_call(&self, params: &RawValue) -> bool {
+        let Some(tool) = self.chunk_tool() else {
+            return false;
+        };
+        let head = &params.get().as_bytes()[..params.get().len().min(256)];
+        let quoted = format!("\"{tool}\"");
+        memchr::memmem::find(head, quoted.as_bytes()).is_some()
     }
 
     /// The tool whose arguments are read as a file chunk, if the server has one.
@@ -596,7 +617,8 @@ impl Server {
         let context = ToolContext::for_job(name.clone(), job)
             .with_dependency(dependency)
             .reading(self.roots.clone())
-            .cancelled_by(cancellation);
+            .cancelled_by(cancellation)
+            .with_job_bytes(self.job_bytes);
         let outcome = match (call, &tool.chunk_handler) {
             (ToolCall::Chunk { chunk, .. }, Some(chunk_handler)) => {
                 std::panic::catch_unwind(AssertUnwindSafe(|| chunk_handler(&chunk, &context)))

@@ -151,6 +151,8 @@ pub struct ToolContext {
     /// The directories besides the job's whose files the server reads.
     roots: Arc<[Root]>,
     cancellation: Cancellation,
+    /// The job's disk budget, in bytes.
+    job_bytes: u64,
 }
 
 impl ToolContext {
@@ -163,7 +165,61 @@ impl ToolContext {
             job,
             roots: Arc::new([]),
             cancellation: Cancellation::default(),
+            job_bytes: JOB_BYTES,
         }
+    }
+
+    pub(crate) fn with_job_bytes(mut self, bytes: u64) -> Self {
+        self.job_bytes = bytes;
+        self
+    }
+
+    /// Holds up to `wanted` bytes of the job's disk budget for files the tool is about to
+    /// write, as many as are left when fewer are: write at most
+    /// [`bytes`](DiskReservation::bytes), then [`keep`](DiskReservation::keep) what was
+    /// written; the rest goes back when the reservation is dropped.
+    ///
+    /// ```
+    /// use maljan_sidecar_kit::{JobDir, ToolContext};
+    /// let ctx = ToolContext::for_job("unpack", JobDir::temporary().unwrap());
+    /// let room = ctx.reserve_disk(1 << 20);
+    /// assert_eq!(room.bytes(), 1 << 20);
+    /// room.keep(1000);
+    /// assert_eq!(ctx.job.disk_used(), 1000);
+    /// ```
+    pub fn reserve_disk(&self, wanted: u64) -> DiskReservation<'_> {
+        DiskReservation {
+            job: &self.job,
+            bytes: self.job.take_disk_up_to(wanted, self.job_bytes),
+        }
+    }
+
+    /// Holds exactly `bytes` of the job's disk budget, or fails with `over_limit` naming
+    /// the budget and what is left.
+    pub fn reserve_disk_exactly(&self, bytes: u64) -> Result<DiskReservation<'_>, ToolFailure> {
+        match self.job.take_disk(bytes, self.job_bytes) {
+            Ok(()) => Ok(DiskReservation {
+                job: &self.job,
+                bytes,
+            }),
+            Err(left) => Err(self.over_budget(bytes, left)),
+        }
+    }
+
+    /// The failure of a write the job's disk budget has no room for.
+    pub fn over_budget(&self, wanted: u64, left: u64) -> ToolFailure {
+        ToolFailure::new(
+            ErrorCode::OverLimit,
+            format!(
+                "{wanted} bytes do not fit the job's disk budget of {} bytes ({left} left)",
+                self.job_bytes
+            ),
+            Some(
+                "start a new job (a new session or job key) for more files, or ask the \
+                 server's operator for a larger budget (the sidecar's --job-bytes)"
+                    .to_owned(),
+            ),
+        )
     }
 
     pub(crate) fn with_dependency(mut self, found: Option<String>) -> Self {
@@ -207,6 +263,40 @@ impl ToolContext {
             ));
         }
         Ok(())
+    }
+}
+
+/// How many bytes a job's files may take on a server's disk, unless the operator says
+/// otherwise ([`ServerBuilder::job_bytes`](crate::ServerBuilder::job_bytes)): every upload,
+/// every unpacked member and every file a tool writes counts.
+pub const JOB_BYTES: u64 = 4 * 1024 * 1024 * 1024;
+
+/// Room held in a job's disk budget for a write under way (see
+/// [`ToolContext::reserve_disk`]).
+#[derive(Debug)]
+#[must_use = "a reservation dropped at once gives its room back"]
+pub struct DiskReservation<'a> {
+    job: &'a JobDir,
+    bytes: u64,
+}
+
+impl DiskReservation<'_> {
+    /// How many bytes it holds: the most the write may take.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Keeps `written` bytes (at most those held) charged to the job for good, and gives
+    /// the rest back.
+    pub fn keep(mut self, written: u64) {
+        let kept = written.min(self.bytes);
+        self.bytes -= kept;
+    }
+}
+
+impl Drop for DiskReservation<'_> {
+    fn drop(&mut self) {
+        self.job.release_disk(self.bytes);
     }
 }
 

@@ -40,7 +40,7 @@ pub use download::{
 };
 pub use hashing::{copy_hashed, hash_file};
 pub use path_argument::{Reach, SampleMount, Staging};
-pub use store::{ArtefactStore, IncomingFile, Origin, StoredArtefact};
+pub use store::{ArtefactStore, FREE_SPACE_RESERVE, IncomingFile, Origin, StoredArtefact};
 pub use upload::{
     ChunkCall, UploadError, UploadMode, UploadReceipt, UploadValidator, upload, upload_with_digest,
 };

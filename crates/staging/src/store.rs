@@ -54,7 +54,15 @@ pub struct ArtefactStore {
     root: PathBuf,
     index: Mutex<()>,
     next_temp: AtomicU64,
+    /// The most bytes downloads may bring into the store (none by default).
+    byte_cap: AtomicU64,
+    /// The bytes downloads brought in so far.
+    downloaded: AtomicU64,
 }
+
+/// Free space a download leaves on the store's filesystem: a file that would eat into it is
+/// refused at its first answer.
+pub const FREE_SPACE_RESERVE: u64 = 256 * 1024 * 1024;
 
 /// A file being written into the store; removed unless committed.
 #[derive(Debug)]
@@ -89,7 +97,40 @@ impl ArtefactStore {
             root,
             index: Mutex::new(()),
             next_temp: AtomicU64::new(0),
+            byte_cap: AtomicU64::new(u64::MAX),
+            downloaded: AtomicU64::new(0),
         })
+    }
+
+    /// Caps the bytes downloads may bring into the store from now on (a run's
+    /// `core.run.max_taken_bytes`).
+    pub fn set_byte_cap(&self, bytes: u64) {
+        self.byte_cap.store(bytes, Ordering::Release);
+    }
+
+    /// How many bytes a download may still bring in: the store's filesystem's free space
+    /// less [`FREE_SPACE_RESERVE`], and what is left of the cap.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let store = maljan_staging::ArtefactStore::open(dir.path()).unwrap();
+    /// store.set_byte_cap(1000);
+    /// assert!(store.room() <= 1000);
+    /// ```
+    pub fn room(&self) -> u64 {
+        let free = rustix::fs::statvfs(&self.root)
+            .map(|fs| fs.f_bavail.saturating_mul(fs.f_frsize))
+            .unwrap_or(u64::MAX);
+        let left_of_cap = self
+            .byte_cap
+            .load(Ordering::Acquire)
+            .saturating_sub(self.downloaded.load(Ordering::Acquire));
+        free.saturating_sub(FREE_SPACE_RESERVE).min(left_of_cap)
+    }
+
+    /// Counts `bytes` a download brought in against the cap.
+    pub(crate) fn count_downloaded(&self, bytes: u64) {
+        self.downloaded.fetch_add(bytes, Ordering::AcqRel);
     }
 
     /// The store's directory.

@@ -159,3 +159,59 @@ fn the_next_chunk_is_asked_for_before_one_is_handled() {
         );
     }
 }
+
+/// Claims a file of `size` bytes and serves zeros for it, counting its calls.
+struct Boaster {
+    size: u64,
+    calls: Mutex<usize>,
+}
+
+impl ToolCaller for Boaster {
+    async fn call_tool(&self, _tool: &str, arguments: Value) -> Result<Value, ToolFailure> {
+        *self.calls.lock().expect("lock") += 1;
+        let offset = arguments["offset"].as_u64().expect("offset");
+        let length = arguments["length"].as_u64().expect("length");
+        let bytes = vec![0u8; length.min(self.size - offset) as usize];
+        Ok(
+            json!({"size": self.size, "sha256": "0".repeat(64), "offset": offset,
+            "content_base64": STANDARD.encode(bytes)}),
+        )
+    }
+}
+
+#[test]
+fn a_size_that_cannot_be_kept_is_refused_at_the_first_answer() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    for (size, cap) in [(1u64 << 50, None), (2 << 30, Some(1 << 20))] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = ArtefactStore::open(dir.path()).expect("store");
+        if let Some(cap) = cap {
+            store.set_byte_cap(cap);
+        }
+        let server = Boaster {
+            size,
+            calls: Mutex::new(0),
+        };
+        let result = runtime.block_on(download(
+            &server,
+            "big.bin",
+            &store,
+            origin(),
+            1 << 20,
+            |_, _| {},
+        ));
+        assert!(
+            matches!(&result, Err(DownloadError::NoRoom { size: s, .. }) if *s == size),
+            "{result:?}"
+        );
+        let text = result.expect_err("refused").to_string();
+        assert!(text.contains("core.run.max_taken_bytes"), "{text}");
+        assert_eq!(
+            *server.calls.lock().expect("lock"),
+            1,
+            "one call, not the file"
+        );
+    }
+}

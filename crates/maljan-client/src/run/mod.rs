@@ -88,6 +88,9 @@ impl Run {
         context: ConnectionContext,
     ) -> Run {
         let id = new_run_id();
+        if let Some(cap) = settings.run.max_taken_bytes {
+            job.store().set_byte_cap(cap);
+        }
         // The caller's trace, or one of the run's own: every call of the run is a span of it.
         let trace = context
             .trace()

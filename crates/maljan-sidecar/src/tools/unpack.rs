@@ -142,8 +142,16 @@ enum Unpacked {
 /// unpacked bytes are bounded.
 pub(crate) fn unpack(args: &Arguments, ctx: &ToolContext) -> ToolResult {
     let path = args.string("path")?;
-    let max_bytes = args.optional_u64("max_bytes")?.unwrap_or(DEFAULT_MAX_BYTES);
+    let wanted = args.optional_u64("max_bytes")?.unwrap_or(DEFAULT_MAX_BYTES);
     let file = ctx.open(path)?.file;
+    // What is unpacked counts against the job's disk budget: at most what is left of it
+    // is held for this archive, and what was not written goes back.
+    let room = ctx.reserve_disk(wanted);
+    if room.bytes() == 0 && wanted > 0 {
+        return Err(ctx.over_budget(wanted, 0));
+    }
+    let max_bytes = room.bytes();
+    let budget_bound = max_bytes < wanted;
     let stated = stated_members(&file);
     // The same open file (no second lookup by name), for the pass over local headers.
     let again = file.try_clone().map_err(failed)?;
@@ -172,6 +180,10 @@ pub(crate) fn unpack(args: &Arguments, ctx: &ToolContext) -> ToolResult {
     }
     if report.stopped.is_none() && stated.is_some_and(|n| n != 0xffff && n > archive.len() as u64) {
         unpack_shadowed(&mut archive, again, &mut report, ctx)?;
+    }
+    room.keep(max_bytes - report.remaining);
+    if budget_bound && let Some(stopped) = &mut report.stopped {
+        stopped.push_str(" (what was left of the job's disk budget)");
     }
     Ok(json!({
         "path": path,

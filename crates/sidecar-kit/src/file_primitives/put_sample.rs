@@ -143,7 +143,7 @@ fn drop_idle_uploads(job: &JobDir, idle: Duration) {
     for id in idle_ids {
         if let Some(upload) = uploads.remove(&id) {
             tracing::info!(upload = id, name = %upload.name, "an idle upload was dropped");
-            job.discard_incoming(&upload.temp);
+            discard_upload(job, &upload.temp, upload.size);
         }
     }
     drop(uploads);
@@ -175,6 +175,7 @@ pub(super) fn put_sample(
             "send the file again",
         ));
     }
+    let room = ctx.reserve_disk_exactly(bytes.len() as u64)?;
     let (temp, file) = incoming_file(&ctx.job)?;
     let mut writer = DirectWriter::new(file);
     if let Err(e) = writer.write_all(&bytes) {
@@ -182,6 +183,7 @@ pub(super) fn put_sample(
         return Err(failed(format!("storing {name}: {e}")));
     }
     let path = store_upload(&ctx.job, &temp, writer, &name, &sha256)?;
+    room.keep(bytes.len() as u64);
     Ok(receipt(&path, bytes.len() as u64, &sha256))
 }
 
@@ -216,7 +218,16 @@ pub(super) fn put_sample_begin(
             "finish the uploads in progress first",
         ));
     }
-    let (temp, file) = incoming_file(&ctx.job)?;
+    // The upload's size is held in the job's disk budget until it is stored (then kept) or
+    // dropped (then given back).
+    ctx.reserve_disk_exactly(size)?.keep(size);
+    let (temp, file) = match incoming_file(&ctx.job) {
+        Ok(made) => made,
+        Err(failure) => {
+            ctx.job.release_disk(size);
+            return Err(failure);
+        }
+    };
     let id = ctx.job.next_upload_id();
     lock(&ctx.job.uploads).insert(
         id,
@@ -437,7 +448,7 @@ pub(super) fn put_sample_finish(args: &Arguments, ctx: &ToolContext) -> ToolResu
         ..
     } = upload;
     let refuse = |message: String| {
-        ctx.job.discard_incoming(&temp);
+        discard_upload(&ctx.job, &temp, size);
         Err(bad(message, "send the file again"))
     };
     if let Some(reason) = refused_chunk {
@@ -452,6 +463,15 @@ pub(super) fn put_sample_finish(args: &Arguments, ctx: &ToolContext) -> ToolResu
             "the bytes have sha256 {actual}, not the {sha256} announced"
         ));
     }
-    let path = store_upload(&ctx.job, &temp, file, &name, &sha256)?;
+    let path = store_upload(&ctx.job, &temp, file, &name, &sha256).inspect_err(|_| {
+        ctx.job.release_disk(size);
+    })?;
     Ok(receipt(&path, size, &sha256))
+}
+
+/// Drops an upload that will not be stored: its file removed, its room in the job's disk
+/// budget given back.
+fn discard_upload(job: &JobDir, temp: &str, reserved: u64) {
+    job.discard_incoming(temp);
+    job.release_disk(reserved);
 }

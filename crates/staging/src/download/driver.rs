@@ -44,7 +44,7 @@ pub async fn download<C: ToolCaller>(
     }
     let file = DirectWriter::new(file);
     let writer = tokio::task::spawn_blocking(move || write_chunks(file, filled, &empty_tx));
-    let mut validator = DownloadValidator::new(path, chunk_len);
+    let mut validator = DownloadValidator::new(path, chunk_len).with_most_bytes(store.room());
     // Once the size is known, chunks are asked for ahead, as if each answer were as long
     // as asked. After a shorter answer the ones asked ahead no longer line up: they are
     // dropped and the file is asked for again from where it has reached.
@@ -99,6 +99,7 @@ pub async fn download<C: ToolCaller>(
         .map_err(|e| local(std::io::Error::other(e)))?
         .map_err(local)?;
     let verified = validator.finish()?;
+    store.count_downloaded(verified.size);
     let name = path.rsplit('/').next().unwrap_or(path);
     store
         .commit(incoming, &verified.sha256, verified.size, name, origin)

@@ -18,6 +18,21 @@ pub enum DownloadError {
         /// The offset asked for.
         offset: u64,
     },
+    /// A stated size that cannot be kept: over the local disk's free space (less a
+    /// reserve) or the run's cap on the bytes it takes.
+    #[error(
+        "{path} states {size} bytes, more than the {room} this client can keep (free disk \
+         space less a reserve, or the run's core.run.max_taken_bytes); free space or raise \
+         the cap if the file is wanted"
+    )]
+    NoRoom {
+        /// The file.
+        path: String,
+        /// The size it stated.
+        size: u64,
+        /// The bytes there was room for.
+        room: u64,
+    },
     /// A `size` other than the first answer's.
     #[error("the size of {path} changed from {first} to {now} between answers")]
     SizeChanged {

@@ -57,6 +57,8 @@ pub struct DownloadValidator {
     size: Option<u64>,
     sha256: Option<String>,
     hasher: Sha256,
+    /// The largest size accepted: room on the local disk, or the run's cap.
+    most: u64,
 }
 
 fn number(answer: &Value, key: &str) -> Option<Result<u64, String>> {
@@ -77,7 +79,25 @@ impl DownloadValidator {
             size: None,
             sha256: None,
             hasher: Sha256::new(),
+            most: u64::MAX,
         }
+    }
+
+    /// Refuses, at the first answer, a file that states a size over `most` bytes: a file
+    /// that cannot be kept is not read to its end first.
+    ///
+    /// ```
+    /// use maljan_staging::{DownloadError, DownloadValidator};
+    /// use serde_json::json;
+    /// let mut v = DownloadValidator::new("big.bin", 4).with_most_bytes(1000);
+    /// let claim = json!({"size": 2_000_000_000u64, "sha256": "0".repeat(64), "offset": 0,
+    ///     "content_base64": "AAAA"});
+    /// let refused = v.handle_answer(&claim).unwrap_err();
+    /// assert!(matches!(refused, DownloadError::NoRoom { size: 2_000_000_000, room: 1000, .. }));
+    /// ```
+    pub fn with_most_bytes(mut self, most: u64) -> Self {
+        self.most = most;
+        self
     }
 
     /// The next call to make, or `None` once `size` bytes are in.
@@ -192,6 +212,13 @@ impl DownloadValidator {
             }
             Some(n) => n.map_err(|e| self.malformed(e))?,
         };
+        if self.size.is_none() && size > self.most {
+            return Err(DownloadError::NoRoom {
+                path: self.path.clone(),
+                size,
+                room: self.most,
+            });
+        }
         match self.size {
             Some(first) if first != size => {
                 return Err(DownloadError::SizeChanged {
