@@ -1,5 +1,6 @@
 //! The `maljan` binary as a user runs it.
 
+use std::io::Read;
 use std::process::{Command, Output};
 
 const MALJAN: &str = env!("CARGO_BIN_EXE_maljan");
@@ -654,5 +655,64 @@ fn a_hostile_servers_escapes_and_links_are_shown_inert_everywhere() {
     assert!(
         markdown.contains("\\[click\\]\\(javascript\\:"),
         "{markdown}"
+    );
+}
+
+#[test]
+fn a_server_that_ignores_signals_dies_with_a_client_killed_outright() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let started = dir.path().join("started");
+    let held = dir.path().join("held");
+    for fifo in [&started, &held] {
+        let made = Command::new("mkfifo").arg(fifo).status().expect("mkfifo");
+        assert!(made.success());
+    }
+    // A server that ignores every polite signal, says its pid, then holds `held` open for
+    // as long as it lives, never answering.
+    let config = dir.path().join("maljan.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[servers.stubborn]\ncommand = \"sh\"\nargs = [\"-c\", \"trap '' TERM INT HUP; echo $$ > \\\"$STARTED\\\"; exec sleep 1000 3>\\\"$HELD\\\"\"]\nenv = {{ STARTED = {:?}, HELD = {:?} }}\n",
+            started.display().to_string(),
+            held.display().to_string()
+        ),
+    )
+    .expect("config");
+    let mut client = Command::new(MALJAN)
+        .args([
+            "--config",
+            config.to_str().expect("utf-8"),
+            "probe",
+            "stubborn",
+        ])
+        .env("MALJAN_LEDGER", dir.path().join("ledger.jsonl"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("maljan runs");
+    let server_pid = std::fs::read_to_string(&started).expect("the server started");
+    let server_pid = server_pid.trim().to_owned();
+    let mut held = std::fs::File::open(&held).expect("the server holds its end");
+    let killed = Command::new("kill")
+        .args(["-KILL", &client.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+    let _ = client.wait();
+    // The server's end closes when it dies: read to the end, on a thread, for a while.
+    let (done, ended) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut rest = Vec::new();
+        let _ = done.send(held.read_to_end(&mut rest).is_ok());
+    });
+    let gone = ended.recv_timeout(std::time::Duration::from_secs(30));
+    if gone.is_err() {
+        let _ = Command::new("kill").args(["-KILL", &server_pid]).status();
+    }
+    assert_eq!(
+        gone,
+        Ok(true),
+        "the server outlived the client killed outright"
     );
 }

@@ -80,11 +80,8 @@ pub async fn serve_stdio() -> std::io::Result<()> {
 
 /// [`serve_stdio`] with a server of the caller's (see [`server_with`]).
 pub async fn serve_stdio_with(server: Server) -> std::io::Result<()> {
-    let protocol_out = maljan_sidecar_kit::stdio_safe()?;
     maljan_sidecar_kit::log_to_stderr();
-    server
-        .serve(tokio::io::stdin(), tokio::fs::File::from_std(protocol_out))
-        .await
+    server.serve_stdio().await
 }
 
 /// Serves `server` over Streamable HTTP on `addr` at `/mcp`, one job directory per session,

@@ -733,3 +733,30 @@ async fn an_unpack_bomb_stops_at_the_jobs_disk_budget() {
         "{answer}"
     );
 }
+
+#[tokio::test]
+async fn a_client_that_goes_away_stops_the_work_it_asked_for() {
+    let top = tempfile::tempdir().expect("temp dir");
+    let job = top.path().join("job");
+    std::fs::create_dir_all(&job).expect("job dir");
+    // A terabyte of holes: hashing it all would take minutes.
+    std::fs::File::create(job.join("huge.bin"))
+        .and_then(|f| f.set_len(1 << 40))
+        .expect("a sparse file");
+    let mut sidecar = StdioSidecar::in_job(&job);
+    sidecar.send("file_info", json!({"path": "huge.bin"})).await;
+    let StdioSidecar {
+        mut child,
+        stdin,
+        lines,
+        ..
+    } = sidecar;
+    // The client vanishes: both of its pipes close.
+    drop(stdin);
+    drop(lines);
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(60), child.wait()).await;
+    assert!(
+        ended.is_ok_and(|status| status.is_ok()),
+        "the sidecar kept working for a client that is gone"
+    );
+}

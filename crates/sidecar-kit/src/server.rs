@@ -1,6 +1,7 @@
 use std::any::Any;
 use std::collections::HashMap;
 use std::fs::File;
+use std::future::Future;
 use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::fs::FileTypeExt;
@@ -207,6 +208,8 @@ impl Server {
     /// else (a file, a terminal) goes through blocking reads and writes on another thread.
     pub async fn serve_stdio(self) -> io::Result<()> {
         let protocol_out = crate::stdio_safe()?;
+        // A second handle on the protocol stream, watched for the client's end closing.
+        let watched = protocol_out.try_clone()?;
         let stdin = File::from(io::stdin().as_fd().try_clone_to_owned()?);
         let reader: Box<dyn AsyncRead + Unpin + Send> = if is_pipe(&stdin) {
             Box::new(pipe::Receiver::from_file(stdin)?)
@@ -218,7 +221,10 @@ impl Server {
         } else {
             Box::new(tokio::fs::File::from_std(protocol_out))
         };
-        self.serve(reader, writer).await
+        let job = JobDir::from_env()?;
+        Arc::new(self)
+            .serve_job_watched(job, reader, writer, reader_gone(watched))
+            .await
     }
 
     /// Serves newline-delimited JSON-RPC over any reader and writer until the reader ends,
@@ -245,21 +251,40 @@ impl Server {
         R: AsyncRead + Unpin,
         W: AsyncWrite + Unpin,
     {
+        self.serve_job_watched(job, reader, writer, std::future::pending())
+            .await
+    }
+
+    /// [`serve_job`](Self::serve_job); once the reader ends, the calls still in flight are
+    /// cancelled if `client_gone` completes (nobody is left to read their answers).
+    async fn serve_job_watched<R, W>(
+        self: Arc<Self>,
+        job: Arc<JobDir>,
+        reader: R,
+        writer: W,
+        client_gone: impl Future<Output = ()>,
+    ) -> io::Result<()>
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
         let (out_tx, out_rx) = mpsc::channel::<Vec<u8>>(64);
         let (read, write) = tokio::join!(
-            self.read_requests(job, reader, out_tx),
+            self.read_requests(job, reader, out_tx, client_gone),
             write_lines(writer, out_rx)
         );
         read.and(write)
     }
 
-    /// Reads requests until the reader ends, then waits for calls in flight; dropping the
-    /// last sender then ends the writer.
+    /// Reads requests until the reader ends, then waits for calls in flight (cancelling
+    /// them when `client_gone` completes first); dropping the last sender then ends the
+    /// writer.
     async fn read_requests<R: AsyncRead + Unpin>(
         self: Arc<Self>,
         job: Arc<JobDir>,
         mut reader: R,
         out_tx: mpsc::Sender<Vec<u8>>,
+        client_gone: impl Future<Output = ()>,
     ) -> io::Result<()> {
         let server = self;
         let in_flight: Arc<Mutex<HashMap<RequestId, InFlight>>> = Arc::default();
@@ -340,7 +365,29 @@ impl Server {
                 break;
             }
         }
-        while calls.join_next().await.is_some() {}
+        let mut client_gone = std::pin::pin!(client_gone);
+        loop {
+            tokio::select! {
+                next = calls.join_next() => if next.is_none() { break },
+                () = &mut client_gone => {
+                    let cancelled: Vec<InFlight> = in_flight
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .drain()
+                        .map(|(_, call)| call)
+                        .collect();
+                    tracing::info!(
+                        calls = cancelled.len(),
+                        "the client is gone: its calls in flight are cancelled"
+                    );
+                    for call in &cancelled {
+                        call.cancel();
+                    }
+                    while calls.join_next().await.is_some() {}
+                    break;
+                }
+            }
+        }
         Ok(())
     }
 
@@ -664,6 +711,34 @@ fn invalid_call_params(id: RequestId) -> Vec<u8> {
         error_codes::INVALID_PARAMS,
         "tools/call needs {name, arguments}".to_owned(),
     ))
+}
+
+/// Completes when the reading end of `out` (a pipe) is closed: the client that would read
+/// the answers is gone. Never, for anything but a pipe. A thread of its own waits in
+/// poll(2) asking for nothing, which reports a pipe's error and hang-up whatever is asked.
+fn reader_gone(out: File) -> impl Future<Output = ()> {
+    use rustix::event::{PollFd, PollFlags, poll};
+    let (gone, told) = tokio::sync::oneshot::channel();
+    if is_pipe(&out) {
+        std::thread::spawn(move || {
+            let mut fds = [PollFd::new(&out, PollFlags::empty())];
+            loop {
+                match poll(&mut fds, None) {
+                    Ok(_) if fds[0].revents().intersects(PollFlags::ERR | PollFlags::HUP) => {
+                        let _ = gone.send(());
+                        return;
+                    }
+                    Ok(_) | Err(rustix::io::Errno::INTR) => continue,
+                    Err(_) => return,
+                }
+            }
+        });
+    }
+    async move {
+        if told.await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
 }
 
 fn is_pipe(file: &File) -> bool {

@@ -81,14 +81,45 @@ impl ServerChild {
     }
 }
 
+/// Signals the server's process group (the server and what it started): it leads a group
+/// of its own (see [`die_with_client`]).
 fn signal(pid: u32, signal: Signal) {
     if let Ok(pid) = i32::try_from(pid) {
-        // The child is not reaped before `stop` returns, so its pid cannot have been reused.
-        let _ = kill(Pid::from_raw(pid), signal);
+        // The child is not reaped before `stop` returns, so its pid, which is its group's
+        // id, cannot have been reused.
+        let _ = kill(Pid::from_raw(-pid), signal);
     }
 }
 
-/// Kills the child at once (a protocol violation); it is reaped by `close` or on drop.
+/// Sets the server up to go with this client, whatever way the client goes.
+///
+/// The server leads a process group of its own: stopping it reaches the programs it started,
+/// and a terminal's Ctrl-C reaches the client alone, which stops its servers in order. And
+/// the kernel sends the server SIGKILL when the client's thread that started it ends, so a
+/// client killed outright (SIGKILL leaves it no chance to stop anything) leaves no server
+/// behind. That thread is a runtime worker, which lives as long as the runtime: servers are
+/// not to be started from a thread that ends sooner (a `spawn_blocking` task's).
+fn die_with_client(cmd: &mut Command) {
+    cmd.process_group(0);
+    let client = std::process::id();
+    // SAFETY: the closure runs in the child between fork and exec, where only
+    // async-signal-safe calls are allowed: it makes two system calls, prctl(2) and
+    // getppid(2), which neither allocate nor take a lock, and it captures one integer.
+    #[allow(unsafe_code)]
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+            // A client that died before the line above sends no signal: go now.
+            if u32::try_from(nix::unistd::getppid().as_raw()) != Ok(client) {
+                return Err(std::io::Error::other("the client that started it is gone"));
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Kills the child (and what it started) at once (a protocol violation); it is reaped by
+/// `close` or on drop.
 pub(crate) fn kill_now(pid: u32) {
     signal(pid, Signal::SIGKILL);
 }
@@ -109,6 +140,7 @@ impl StdioTransport {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
+        die_with_client(&mut cmd);
         if let Some(cwd) = &command.cwd {
             cmd.current_dir(cwd);
         }
