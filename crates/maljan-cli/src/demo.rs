@@ -10,7 +10,7 @@ use maljan_client::{Job, Pack, ServerConfig};
 
 use crate::config::{BUNDLED, Config};
 use crate::error::CliError;
-use crate::run::Carried;
+use crate::run::{Carried, StopSignals};
 use crate::{Format, ledger_file};
 
 /// The demo's pack.
@@ -156,7 +156,7 @@ pub(crate) async fn run(config: Config, options: DemoOptions) -> Result<ExitCode
         ledger,
         format: options.format,
     }
-    .out()
+    .out(StopSignals::catch()?)
     .await;
     drop(http);
     code

@@ -117,6 +117,11 @@ pub(crate) fn job(job: &Job, taken: &[TakenFile]) -> String {
             let outcome = match &d.outcome {
                 DisclosureOutcome::Sent { remote_path } => format!("sent as {remote_path}"),
                 DisclosureOutcome::Failed { reason } => format!("failed: {reason}"),
+                DisclosureOutcome::InProgress => "under way".to_owned(),
+                DisclosureOutcome::Interrupted => {
+                    "interrupted: the run stopped while it was sent".to_owned()
+                }
+                _ => "ended in a way this version does not know".to_owned(),
             };
             let _ = writeln!(
                 out,

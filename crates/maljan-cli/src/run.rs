@@ -5,6 +5,7 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use maljan_client::{
     ClientSettings, ConnectionContext, Job, Ledger, Pack, PackErrors, PackInfo, Run, RunReport,
@@ -109,8 +110,22 @@ pub(crate) async fn run(config: Config, options: RunOptions) -> Result<ExitCode,
         path: path.to_owned(),
         source,
     };
+    // Caught before the sample's copy: a stop during it still leaves a report, and no
+    // partial copy.
+    let mut stop = StopSignals::catch()?;
     let job = Arc::new(Job::create(&dir).map_err(|e| job_error(&dir, e))?);
-    job.add_sample(&sample).map_err(|e| job_error(&sample, e))?;
+    let halt = Arc::new(AtomicBool::new(false));
+    let mut copied = std::pin::pin!(copy_sample(job.clone(), sample.clone(), halt.clone()));
+    tokio::select! {
+        biased;
+        () = stop.requested() => {
+            // The copy stops at its next write and removes what it wrote.
+            halt.store(true, Ordering::Relaxed);
+            let _ = copied.await;
+            stop = stop.stopped_already();
+        }
+        added = &mut copied => added.map_err(|e| job_error(&sample, e))?,
+    }
     let ledger_path = options
         .ledger
         .clone()
@@ -123,7 +138,19 @@ pub(crate) async fn run(config: Config, options: RunOptions) -> Result<ExitCode,
         ledger: ledger_path,
         format: options.format,
     };
-    carried.out().await
+    carried.out(stop).await
+}
+
+/// Copies the sample into the job on a thread of its own, until `halt` is set.
+async fn copy_sample(job: Arc<Job>, sample: PathBuf, halt: Arc<AtomicBool>) -> std::io::Result<()> {
+    let (done, copied) = tokio::sync::oneshot::channel();
+    tracing::info!(sample = %sample.display(), "copying the sample into the job");
+    std::thread::spawn(move || {
+        let _ = done.send(job.add_sample_until(&sample, &halt).map(drop));
+    });
+    copied
+        .await
+        .unwrap_or_else(|_| Err(std::io::Error::other("the sample's copy stopped")))
 }
 
 /// A pack to carry out in a job, over servers, and where it goes.
@@ -137,9 +164,9 @@ pub(crate) struct Carried<'a> {
 }
 
 impl Carried<'_> {
-    /// Runs the pack, shows its outcome, writes its report into the job's directory and
-    /// gives the exit code of its verdict.
-    pub(crate) async fn out(self) -> Result<ExitCode, CliError> {
+    /// Runs the pack until it ends or `stop` comes, shows its outcome, writes its report
+    /// into the job's directory and gives the exit code of its verdict.
+    pub(crate) async fn out(self, mut stop: StopSignals) -> Result<ExitCode, CliError> {
         let Carried {
             pack,
             job,
@@ -154,7 +181,6 @@ impl Carried<'_> {
         if let Some(reporter) = progress::terminal_reporter() {
             context = context.with_progress(reporter);
         }
-        let mut stop = StopSignals::catch()?;
         let run = Run::new(job.clone(), servers, settings, context);
         let terminal = std::io::stderr().is_terminal();
         let total = pack.steps().len();
@@ -169,8 +195,9 @@ impl Carried<'_> {
             // Ctrl-C or SIGTERM ends the run: the steps' calls are dropped (and cancelled on
             // their servers), the servers closed, and the report says what was done so far.
             tokio::select! {
-                executed = execution => Some(executed),
+                biased;
                 () = stop.requested() => None,
+                executed = execution => Some(executed),
             }
         };
         let interrupted = executed.is_none();
@@ -209,24 +236,36 @@ impl Carried<'_> {
     }
 }
 
-/// Ctrl-C and SIGTERM, caught from the moment this is made (before any server starts), so
-/// neither ends the process without its report.
-struct StopSignals {
+/// Ctrl-C and SIGTERM, caught from the moment this is made (before the sample is copied
+/// and any server starts), so neither ends the process without its report.
+pub(crate) struct StopSignals {
     interrupt: Signal,
     terminate: Signal,
+    /// One came already.
+    came: bool,
 }
 
 impl StopSignals {
-    fn catch() -> Result<StopSignals, CliError> {
+    pub(crate) fn catch() -> Result<StopSignals, CliError> {
         let catch = |kind| signal(kind).map_err(CliError::Signals);
         Ok(StopSignals {
             interrupt: catch(SignalKind::interrupt())?,
             terminate: catch(SignalKind::terminate())?,
+            came: false,
         })
+    }
+
+    /// The same, one having come already: [`requested`](Self::requested) is ready at once.
+    fn stopped_already(mut self) -> StopSignals {
+        self.came = true;
+        self
     }
 
     /// The first of them to come.
     async fn requested(&mut self) {
+        if self.came {
+            return;
+        }
         tokio::select! {
             _ = self.interrupt.recv() => {}
             _ = self.terminate.recv() => {}

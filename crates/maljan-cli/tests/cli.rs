@@ -716,3 +716,70 @@ fn a_server_that_ignores_signals_dies_with_a_client_killed_outright() {
         "the server outlived the client killed outright"
     );
 }
+
+#[test]
+fn a_run_stopped_while_its_sample_is_copied_writes_its_report_and_keeps_no_partial_copy() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().expect("temp dir");
+    // A terabyte of holes: its copy is still under way when the stop comes.
+    let sample = dir.path().join("huge.bin");
+    std::fs::File::create(&sample)
+        .and_then(|f| f.set_len(1 << 40))
+        .expect("a sparse sample");
+    let pack = dir.path().join("pack.toml");
+    std::fs::write(
+        &pack,
+        "[[step]]\nid = \"info\"\nserver = \"sidecar\"\ntool = \"file_info\"\narguments = { path = \"$sample\" }\n",
+    )
+    .expect("pack");
+    let job = dir.path().join("job");
+    let mut child = Command::new(MALJAN)
+        .args([
+            "run",
+            pack.to_str().expect("utf-8"),
+            sample.to_str().expect("utf-8"),
+            "--job",
+            job.to_str().expect("utf-8"),
+        ])
+        .env_remove("MALJAN_CONFIG")
+        .env("MALJAN_LEDGER", dir.path().join("ledger.jsonl"))
+        .env("RUST_LOG", "maljan=info")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("maljan runs");
+    // Blocks until maljan says the copy has begun.
+    let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr"));
+    let mut line = String::new();
+    while !line.contains("copying the sample") {
+        line.clear();
+        let read = stderr.read_line(&mut line).expect("stderr");
+        assert!(read > 0, "maljan ended before copying its sample");
+    }
+    let term = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(term.success());
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    // Waited for on a thread, for a while: a copy that did not stop would run for minutes.
+    let pid = child.id().to_string();
+    let (done, ended) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(child.wait_with_output());
+    });
+    let Ok(output) = ended.recv_timeout(std::time::Duration::from_secs(60)) else {
+        let _ = Command::new("kill").args(["-KILL", &pid]).status();
+        panic!("maljan did not stop within a minute of SIGTERM");
+    };
+    let output = output.expect("maljan ends");
+    assert_eq!(output.status.code(), Some(130));
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(job.join("report.json")).expect("report.json"))
+            .expect("JSON");
+    assert_eq!(report["verdict"], "interrupted");
+    let left: Vec<_> = std::fs::read_dir(job.join("sample"))
+        .map(|entries| entries.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "a partial copy was left: {left:?}");
+}

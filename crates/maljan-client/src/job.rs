@@ -240,13 +240,23 @@ impl Job {
     /// assert_eq!(job.sample(), Some(sample));
     /// ```
     pub fn add_sample(&self, source: &Path) -> io::Result<Sample> {
+        self.add_sample_until(source, &std::sync::atomic::AtomicBool::new(false))
+    }
+
+    /// [`add_sample`](Self::add_sample), stopped as soon as `stop` is set (a run stopped
+    /// during the copy): it then fails, and no partial copy is left.
+    pub fn add_sample_until(
+        &self,
+        source: &Path,
+        stop: &std::sync::atomic::AtomicBool,
+    ) -> io::Result<Sample> {
         let name = source.file_name().ok_or_else(|| {
             io::Error::new(io::ErrorKind::InvalidInput, "the sample has no file name")
         })?;
         let dir = self.dir.join("sample");
         std::fs::create_dir_all(&dir)?;
         let path = dir.join(name);
-        let (size, sha256) = maljan_staging::copy_hashed(source, &path)?;
+        let (size, sha256) = maljan_staging::copy_hashed_until(source, &path, stop)?;
         let sample = Sample { path, size, sha256 };
         *lock(&self.sample) = Some(sample.clone());
         Ok(sample)

@@ -226,6 +226,27 @@ impl<S: CallService> Staged<S> {
                 Some((size, sha256.to_owned()))
             }),
         };
+        // Disclosed before its first byte is sent, so that a run stopped during the upload
+        // still says what went where; the entry is completed below.
+        let (known_size, known_sha256) = announced.clone().unwrap_or_else(|| {
+            let size = std::fs::metadata(local).map_or(0, |m| m.len());
+            (size, String::new())
+        });
+        let entry = {
+            let mut disclosures = lock(&job.disclosures);
+            disclosures.push(Disclosure {
+                server: server.to_owned(),
+                what: Self::disclosed(job, local),
+                needed_by: step.map(str::to_owned),
+                name: name.clone(),
+                size: known_size,
+                sha256: known_sha256,
+                mode,
+                outcome: DisclosureOutcome::InProgress,
+                duration_ms: 0,
+            });
+            disclosures.len() - 1
+        };
         let chunk = CHUNK_BYTES as usize;
         let result = match announced {
             Some(announced) => {
@@ -258,17 +279,13 @@ impl<S: CallService> Staged<S> {
                 .await
                 .unwrap_or((0, String::new())),
         };
-        lock(&job.disclosures).push(Disclosure {
-            server: server.to_owned(),
-            what: Self::disclosed(job, local),
-            needed_by: step.map(str::to_owned),
-            name,
-            size,
-            sha256,
-            mode,
-            outcome,
-            duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-        });
+        if let Some(disclosure) = lock(&job.disclosures).get_mut(entry) {
+            disclosure.size = size;
+            disclosure.sha256 = sha256;
+            disclosure.outcome = outcome;
+            disclosure.duration_ms =
+                u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        }
         staged
     }
 

@@ -497,3 +497,55 @@ async fn a_run_stops_calling_at_its_cap_and_says_which_setting_raises_it() {
         "{called:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_stopped_during_an_upload_discloses_it_as_interrupted() {
+    let remote = start_http_sidecar();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let sample = dir.path().join("big.bin");
+    let bytes: Vec<u8> = (0..64 * 1024 * 1024u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&sample, &bytes).expect("sample");
+    let job = Arc::new(Job::create(dir.path().join("job")).expect("job"));
+    job.add_sample(&sample).expect("sample added");
+    let sending = Arc::new(tokio::sync::Notify::new());
+    let told = sending.clone();
+    let context = ConnectionContext::default().with_progress(maljan_client::ProgressReporter::new(
+        move |p| {
+            if p.direction == "upload" && p.done > 0 {
+                told.notify_one();
+            }
+        },
+    ));
+    let run = Run::new(
+        job.clone(),
+        vec![ServerConfig::http("remote", &remote.url)],
+        ClientSettings::default(),
+        context,
+    );
+    let pack = Pack::parse(
+        "[[step]]\nid = \"info\"\nserver = \"remote\"\ntool = \"file_info\"\narguments = { path = \"$sample\" }\n",
+        "stop.toml",
+    )
+    .expect("pack");
+    // Stopped as the run's stop signals stop it: the run's future is dropped mid-upload.
+    tokio::select! {
+        biased;
+        () = sending.notified() => {}
+        _ = run.execute(&pack) => panic!("the upload ended before the stop came"),
+    }
+    let end = run.finish().await;
+    let info = PackInfo {
+        origin: "stop.toml".to_owned(),
+        name: None,
+    };
+    let report = RunReport::new(info, &job, Vec::new(), &end, true);
+    assert_eq!(report.disclosures.len(), 1, "{:?}", report.disclosures);
+    let upload = &report.disclosures[0];
+    assert_eq!(upload.server, "remote");
+    assert_eq!(upload.name, "big.bin");
+    assert_eq!(upload.size, bytes.len() as u64);
+    assert_eq!(upload.outcome, DisclosureOutcome::Interrupted);
+    let markdown = report.to_markdown();
+    assert!(markdown.contains("interrupted"), "{markdown}");
+    assert!(!markdown.contains("Nothing was uploaded"), "{markdown}");
+}

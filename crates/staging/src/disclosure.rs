@@ -28,7 +28,13 @@ pub enum Disclosed {
 /// How an upload ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum DisclosureOutcome {
+    /// Under way: recorded before its first byte is sent, so that an upload is disclosed
+    /// however the run ends.
+    InProgress,
+    /// The run stopped while it was under way: some of its bytes may have been sent.
+    Interrupted,
     /// The server received it and confirmed its digest.
     Sent {
         /// Where the server stored it.

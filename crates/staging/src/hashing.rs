@@ -3,6 +3,7 @@
 use std::fs::File;
 use std::io::{BufReader, Write};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use sha2::{Digest, Sha256};
 
@@ -49,23 +50,55 @@ pub async fn hash_file(path: &Path) -> std::io::Result<(u64, String)> {
 /// assert_eq!(std::fs::read(&to).unwrap(), b"hello world");
 /// ```
 pub fn copy_hashed(from: &Path, to: &Path) -> std::io::Result<(u64, String)> {
+    copy_hashed_until(from, to, &AtomicBool::new(false))
+}
+
+/// [`copy_hashed`], stopped as soon as `stop` is set (the error then says "the copy was
+/// stopped"); whatever failed, the partial copy is removed.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// use std::sync::atomic::AtomicBool;
+/// let (from, to) = (dir.path().join("a"), dir.path().join("b"));
+/// std::fs::write(&from, "hello world").unwrap();
+/// let stopped = maljan_staging::copy_hashed_until(&from, &to, &AtomicBool::new(true));
+/// assert_eq!(stopped.unwrap_err().to_string(), "the copy was stopped");
+/// assert!(!to.exists());
+/// ```
+pub fn copy_hashed_until(
+    from: &Path,
+    to: &Path,
+    stop: &AtomicBool,
+) -> std::io::Result<(u64, String)> {
     let mut source = BufReader::with_capacity(READ_BYTES, File::open(from)?);
     let mut copy = HashingWriter {
         file: File::create(to)?,
         hasher: Sha256::new(),
+        stop,
     };
-    let size = std::io::copy(&mut source, &mut copy)?;
-    Ok((size, format!("{:x}", copy.hasher.finalize())))
+    match std::io::copy(&mut source, &mut copy) {
+        Ok(size) => Ok((size, format!("{:x}", copy.hasher.finalize()))),
+        Err(e) => {
+            drop(copy);
+            let _ = std::fs::remove_file(to);
+            Err(e)
+        }
+    }
 }
 
-/// Writes to a file, hashing what was written.
-struct HashingWriter {
+/// Writes to a file, hashing what was written, until told to stop.
+struct HashingWriter<'a> {
     file: File,
     hasher: Sha256,
+    stop: &'a AtomicBool,
 }
 
-impl Write for HashingWriter {
+impl Write for HashingWriter<'_> {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        // Not `ErrorKind::Interrupted`: `write_all` would take that as "try again".
+        if self.stop.load(Ordering::Relaxed) {
+            return Err(std::io::Error::other("the copy was stopped"));
+        }
         let written = self.file.write(bytes)?;
         self.hasher.update(&bytes[..written]);
         Ok(written)

@@ -38,7 +38,7 @@ pub use disclosure::{Degradation, Disclosed, Disclosure, DisclosureOutcome};
 pub use download::{
     CHUNK_BYTES, ChunkRequest, DownloadError, DownloadValidator, VerifiedDownload, download,
 };
-pub use hashing::{copy_hashed, hash_file};
+pub use hashing::{copy_hashed, copy_hashed_until, hash_file};
 pub use path_argument::{Reach, SampleMount, Staging};
 pub use store::{ArtefactStore, FREE_SPACE_RESERVE, IncomingFile, Origin, StoredArtefact};
 pub use upload::{

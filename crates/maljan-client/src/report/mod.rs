@@ -9,7 +9,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use maljan_mcp_transport::TransportCounts;
-use maljan_staging::{Degradation, Disclosure};
+use maljan_staging::{Degradation, Disclosure, DisclosureOutcome};
 use serde::Serialize;
 
 use crate::{DistinctFailure, Job, RunEnd, ServerCard, StepOutcome, StepStatus, distinct_failures};
@@ -186,7 +186,17 @@ impl RunReport {
                 })
                 .collect(),
             steps: outcomes,
-            disclosures: job.disclosures(),
+            // An upload still under way when the report is made was cut short.
+            disclosures: job
+                .disclosures()
+                .into_iter()
+                .map(|mut d| {
+                    if d.outcome == DisclosureOutcome::InProgress {
+                        d.outcome = DisclosureOutcome::Interrupted;
+                    }
+                    d
+                })
+                .collect(),
             degradations,
         }
     }
