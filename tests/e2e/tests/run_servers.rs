@@ -102,3 +102,43 @@ async fn a_server_whose_stdout_is_not_utf8_is_started_again_for_the_next_call() 
     assert_eq!(end.servers[0].restarts, 1);
     assert_eq!(end.servers[0].connections.len(), 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_stated_larger_than_the_disk_is_refused_at_its_first_answer() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let job = Arc::new(Job::create(dir.path()).expect("job"));
+    // Reached through a mount, so its files are taken through get_file.
+    let mount = maljan_client::SampleMount {
+        local: dir.path().to_owned(),
+        remote: "/jobs".to_owned(),
+    };
+    let servers = [
+        ServerConfig::stdio("boaster", ServerCommand::new(SERVER).arg("--boast-files"))
+            .with_sample_mount(mount),
+    ];
+    let run = Run::new(
+        job,
+        servers,
+        ClientSettings::default(),
+        ConnectionContext::default(),
+    );
+    let pack = Pack::parse(
+        "[[step]]\nid = \"names\"\nserver = \"boaster\"\ntool = \"echo\"\narguments = { files = [{ path = \"/jobs/big.bin\" }] }\noutputs = [\"*\"]\n",
+        "p.toml",
+    )
+    .expect("pack");
+    let outcomes = run.execute(&pack).await.expect("accepted");
+    let taken = &outcomes[0].taken;
+    assert_eq!(taken.len(), 1, "{:?}", outcomes[0]);
+    let maljan_client::TakenFile::NotTaken { words, .. } = &taken[0] else {
+        panic!("taken: {taken:?}");
+    };
+    assert!(words.contains("1125899906842624 bytes"), "{words}");
+    let end = run.finish().await;
+    let tail = &end.servers[0].connections[0].stderr_tail;
+    assert_eq!(
+        tail.matches("received tools/call get_file").count(),
+        1,
+        "one answer read, not the file:\n{tail}"
+    );
+}

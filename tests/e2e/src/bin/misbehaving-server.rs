@@ -4,6 +4,7 @@
 //! - `--banners N`: prints N banner lines on stdout before anything else.
 //! - `--chatty`: prints a log line and a JSON log record on stdout before every answer.
 //! - `--put-sample`: also offers `put_sample` (and none of the chunked upload tools).
+//! - `--boast-files`: also offers `get_file`, which says every file is a pebibyte long.
 //! - `--glue-setup`: glues its `initialize` answer behind a carriage-return progress bar and
 //!   puts a byte-order mark before its `tools/list` answer.
 //! - `--discover ANSWER`: how it answers `server/discover` (by default `-32601`, as a legacy
@@ -40,6 +41,7 @@ use serde_json::{Value, json};
 struct Behaviour {
     chatty: bool,
     put_sample: bool,
+    boast_files: bool,
     glue_setup: bool,
     printed: u64,
     cancelled: Vec<Value>,
@@ -131,10 +133,11 @@ fn handle(b: &mut Behaviour, request: Request) {
                 "ask_malformed",
                 "stray_answer",
             ];
-            let extra = if b.put_sample {
-                &["put_sample"][..]
-            } else {
-                &[]
+            let extra = match (b.put_sample, b.boast_files) {
+                (true, true) => &["put_sample", "get_file"][..],
+                (true, false) => &["put_sample"][..],
+                (false, true) => &["get_file"][..],
+                (false, false) => &[],
             };
             let result =
                 json!({"tools": names.iter().chain(extra).map(|n| tool(n)).collect::<Vec<_>>()});
@@ -186,6 +189,11 @@ fn handle(b: &mut Behaviour, request: Request) {
                     b.answer(&id, tool_result(json!({"printed": printed})), "");
                 }
                 "not_utf8" => write_raw(b"a line with \xff\xfe in it\n"),
+                "get_file" if b.boast_files => {
+                    let boast = json!({"size": 1u64 << 50, "sha256": "0".repeat(64),
+                        "offset": args["offset"], "content_base64": "AAAA"});
+                    b.answer(&id, tool_result(boast), "");
+                }
                 "never" => {}
                 "put_sample" if b.put_sample => {
                     use base64::Engine;
@@ -313,6 +321,7 @@ fn main() {
     let mut behaviour = Behaviour {
         chatty: args.iter().any(|a| a == "--chatty"),
         put_sample: args.iter().any(|a| a == "--put-sample"),
+        boast_files: args.iter().any(|a| a == "--boast-files"),
         glue_setup: args.iter().any(|a| a == "--glue-setup"),
         printed: 0,
         cancelled: Vec::new(),
