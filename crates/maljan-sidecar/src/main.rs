@@ -59,6 +59,10 @@ struct Options {
     /// idle between requests), in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = maljan_sidecar_kit::HEADER_TIMEOUT.as_secs(), requires = "http")]
     header_timeout: u64,
+    /// How many bytes of HTTP request bodies the server holds at once; a request past them
+    /// waits (up to the body timeout) for room, then is answered 503.
+    #[arg(long, value_name = "BYTES", default_value_t = maljan_sidecar_kit::MAX_BODY_BYTES_HELD, requires = "http")]
+    max_body_bytes_held: usize,
     /// How long a client has to send a request's body once its headers are in, in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = maljan_sidecar_kit::BODY_TIMEOUT.as_secs(), requires = "http")]
     body_timeout: u64,
@@ -135,7 +139,8 @@ async fn run(options: Options) -> Result<(), String> {
                 .max_connections(options.max_connections)
                 .max_connections_per_peer(options.max_connections_per_peer)
                 .header_timeout(Duration::from_secs(options.header_timeout))
-                .body_timeout(Duration::from_secs(options.body_timeout));
+                .body_timeout(Duration::from_secs(options.body_timeout))
+                .max_body_bytes_held(options.max_body_bytes_held);
             if let Some(token) = token(&options)? {
                 http = http.bearer_token(token);
             }

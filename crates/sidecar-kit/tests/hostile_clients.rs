@@ -399,3 +399,71 @@ async fn sessions_are_bounded_and_an_idle_one_ends_with_its_job_directory() {
     assert!(second.starts_with("HTTP/1.1 404"), "{second}");
     assert!(!std::path::Path::new(&first).exists(), "{first} is removed");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_bodies_held_at_once_are_bounded_and_a_request_past_them_is_told_to_wait() {
+    // A tool that holds its call (and so its request's body) until told to let go.
+    let (release, held) = mpsc::channel::<()>();
+    let (started, start) = mpsc::channel::<()>();
+    let (held, started) = (std::sync::Mutex::new(held), std::sync::Mutex::new(started));
+    let server = Server::builder("t", "1")
+        .tool(
+            ToolSpec::new("hold", "holds until released"),
+            move |_, _| {
+                let _ = started.lock().expect("lock").send(());
+                let _ = held.lock().expect("lock").recv();
+                Ok(json!({"held": true}))
+            },
+        )
+        .build();
+    let options = HttpOptions::default()
+        .max_body_bytes_held(maljan_sidecar_kit::MAX_REQUEST_BYTES)
+        .body_timeout(Duration::from_secs(1));
+    let addr = serve(server, options).await;
+    let session = {
+        let addr = addr.clone();
+        tokio::task::spawn_blocking(move || session_id(&http(&addr, None, INITIALIZE)))
+            .await
+            .expect("join")
+    };
+    // A call whose body is as large as a body may be: it takes all the room there is.
+    let padding = "x".repeat(maljan_sidecar_kit::MAX_REQUEST_BYTES - 200);
+    let big = call(2, "hold", json!({"padding": padding})).to_string();
+    let first = tokio::task::spawn_blocking({
+        let (addr, session) = (addr.clone(), session.clone());
+        move || http(&addr, Some(&session), &big)
+    });
+    let start = Arc::new(std::sync::Mutex::new(start));
+    let waiting = start.clone();
+    tokio::task::spawn_blocking(move || waiting.lock().expect("lock").recv())
+        .await
+        .expect("join")
+        .expect("the big call started");
+    let second = tokio::task::spawn_blocking({
+        let (addr, session) = (addr.clone(), session.clone());
+        move || {
+            http(
+                &addr,
+                Some(&session),
+                &call(3, "capabilities", json!({})).to_string(),
+            )
+        }
+    })
+    .await
+    .expect("join");
+    assert!(second.starts_with("HTTP/1.1 503"), "{second}");
+    assert!(second.contains("request bodies"), "{second}");
+    release.send(()).expect("release");
+    let first = first.await.expect("join");
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+    let third = tokio::task::spawn_blocking(move || {
+        http(
+            &addr,
+            Some(&session),
+            &call(4, "capabilities", json!({})).to_string(),
+        )
+    })
+    .await
+    .expect("join");
+    assert!(third.starts_with("HTTP/1.1 200"), "room again: {third}");
+}

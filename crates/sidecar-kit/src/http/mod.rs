@@ -42,8 +42,8 @@ use crate::{JobDir, Server};
 use access::{Caller, check_caller, refuse};
 use connections::serve_connections;
 pub use options::{
-    BODY_TIMEOUT, HEADER_TIMEOUT, HttpOptions, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER,
-    MAX_REQUEST_BYTES, MAX_SESSIONS, MAX_SESSIONS_PER_PEER, SESSION_IDLE,
+    BODY_TIMEOUT, HEADER_TIMEOUT, HttpOptions, MAX_BODY_BYTES_HELD, MAX_CONNECTIONS,
+    MAX_CONNECTIONS_PER_PEER, MAX_REQUEST_BYTES, MAX_SESSIONS, MAX_SESSIONS_PER_PEER, SESSION_IDLE,
 };
 use sessions::{OpenRefusal, Sessions};
 
@@ -62,6 +62,14 @@ struct HttpState {
     sessions: Sessions<String>,
     /// Stateless callers' jobs, by the digest of their job key and token.
     stateless: Sessions<[u8; 32]>,
+    /// Room for request bodies, in KiB: a request holds its body's share from before the
+    /// body is read until it is answered.
+    bodies: Arc<tokio::sync::Semaphore>,
+}
+
+/// The KiB of room a body of `bytes` takes (one for an empty one).
+fn body_share(bytes: usize) -> u32 {
+    u32::try_from(bytes.div_ceil(1024).max(1)).unwrap_or(u32::MAX)
 }
 
 /// A session id from the operating system's randomness: 128 bits in hex.
@@ -109,12 +117,34 @@ async fn handle_post(
     request: axum::extract::Request,
 ) -> Response {
     let (parts, body) = request.into_parts();
-    let headers = parts.headers;
-    let caller = match check_caller(&state.options, state.loopback, peer, &headers) {
+    let caller = match check_caller(&state.options, state.loopback, peer, &parts.headers) {
         Ok(caller) => caller,
         Err(refusal) => return refusal.into_response(),
     };
-    let read = axum::body::to_bytes(body, MAX_REQUEST_BYTES);
+    // Room for the body before it is read: its stated length, or the most a body may be.
+    let stated = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if stated.is_some_and(|n| n > MAX_REQUEST_BYTES) {
+        return refuse(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("bodies are at most {MAX_REQUEST_BYTES} bytes: send large files in chunks"),
+        );
+    }
+    let share = body_share(stated.unwrap_or(MAX_REQUEST_BYTES));
+    let room = state.bodies.clone().acquire_many_owned(share);
+    let _room = match tokio::time::timeout(state.options.body_timeout, room).await {
+        Ok(Ok(room)) => room,
+        _ => {
+            return refuse(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the server holds as many request bodies as it may; try again later".to_owned(),
+            );
+        }
+    };
+    let read = axum::body::to_bytes(body, stated.unwrap_or(MAX_REQUEST_BYTES));
     let body = match tokio::time::timeout(state.options.body_timeout, read).await {
         Ok(Ok(body)) => body,
         Ok(Err(e)) => {
@@ -136,6 +166,7 @@ async fn handle_post(
             );
         }
     };
+    let headers = parts.headers;
     let message = match decode_line(&body, false) {
         DecodedLine::Message(m) => m,
         DecodedLine::Invalid(invalid) => {
@@ -501,6 +532,9 @@ impl Server {
                 options.max_sessions_per_peer,
                 options.session_idle,
             ),
+            bodies: Arc::new(tokio::sync::Semaphore::new(
+                body_share(options.max_body_bytes_held) as usize,
+            )),
             options,
             loopback,
         });

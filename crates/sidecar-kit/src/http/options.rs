@@ -25,6 +25,10 @@ pub const MAX_CONNECTIONS_PER_PEER: usize = 32;
 /// How long a client has to send a request's headers, unless the operator says otherwise;
 /// a connection idle between requests is closed after as long.
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(15);
+/// How many bytes of request bodies the server holds at once, unless the operator says
+/// otherwise: a request waits for room before its body is read, and is answered 503 when
+/// none comes within the body timeout.
+pub const MAX_BODY_BYTES_HELD: usize = 1024 * 1024 * 1024;
 /// How long a client has to send a request's body once its headers are in, unless the
 /// operator says otherwise: a 64 MiB body at half a MiB a second.
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(120);
@@ -55,6 +59,7 @@ pub struct HttpOptions {
     pub(super) max_connections_per_peer: usize,
     pub(super) header_timeout: Duration,
     pub(super) body_timeout: Duration,
+    pub(super) max_body_bytes_held: usize,
 }
 
 impl std::fmt::Debug for HttpOptions {
@@ -69,6 +74,7 @@ impl std::fmt::Debug for HttpOptions {
             .field("max_connections_per_peer", &self.max_connections_per_peer)
             .field("header_timeout", &self.header_timeout)
             .field("body_timeout", &self.body_timeout)
+            .field("max_body_bytes_held", &self.max_body_bytes_held)
             .finish()
     }
 }
@@ -85,6 +91,7 @@ impl Default for HttpOptions {
             max_connections_per_peer: MAX_CONNECTIONS_PER_PEER,
             header_timeout: HEADER_TIMEOUT,
             body_timeout: BODY_TIMEOUT,
+            max_body_bytes_held: MAX_BODY_BYTES_HELD,
         }
     }
 }
@@ -153,6 +160,14 @@ impl HttpOptions {
     /// ([`BODY_TIMEOUT`]).
     pub fn body_timeout(mut self, timeout: Duration) -> Self {
         self.body_timeout = timeout;
+        self
+    }
+
+    /// How many bytes of request bodies the server holds at once, each from before it is
+    /// read until its request is answered ([`MAX_BODY_BYTES_HELD`], at least
+    /// [`MAX_REQUEST_BYTES`]).
+    pub fn max_body_bytes_held(mut self, bytes: usize) -> Self {
+        self.max_body_bytes_held = bytes.max(MAX_REQUEST_BYTES);
         self
     }
 }
