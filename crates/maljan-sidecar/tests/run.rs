@@ -24,21 +24,27 @@ struct Setup {
 
 /// A job with a ZIP sample holding `payload.js` and `notes.txt`, and a run over `servers`.
 fn run_over(servers: Vec<ServerConfig>) -> Setup {
+    let members: [(&str, &[u8]); 2] = [
+        ("payload.js", b"eval(atob('ZXZpbA=='))"),
+        ("docs/notes.txt", b"nothing to see here"),
+    ];
+    run_of(&members, servers, ClientSettings::default())
+}
+
+/// A job with a ZIP sample of `members`, and a run over `servers` under `settings`.
+fn run_of(
+    members: &[(&str, &[u8])],
+    servers: Vec<ServerConfig>,
+    settings: ClientSettings,
+) -> Setup {
     let dir = tempfile::tempdir().expect("temp dir");
     let archive = dir.path().join("sample.zip");
-    std::fs::write(
-        &archive,
-        zip_with(&[
-            ("payload.js", b"eval(atob('ZXZpbA=='))"),
-            ("docs/notes.txt", b"nothing to see here"),
-        ]),
-    )
-    .expect("sample");
+    std::fs::write(&archive, zip_with(members)).expect("sample");
     let job = Arc::new(Job::create(dir.path().join("job")).expect("job"));
     job.add_sample(&archive).expect("sample added");
     let memory = MemorySink::default();
     let context = ConnectionContext::default().with_ledger(Arc::new(Ledger::from(memory.clone())));
-    let run = Run::new(job.clone(), servers, ClientSettings::default(), context);
+    let run = Run::new(job.clone(), servers, settings, context);
     Setup {
         _dir: dir,
         job,
@@ -421,20 +427,18 @@ arguments = { path = "$unpack/*" }
 /// A run of [`FAN_OUT`] on an archive of `members` small files, under `settings`: the
 /// outcomes and the tools the ledger saw called.
 async fn fan_out(members: usize, settings: ClientSettings) -> (Vec<StepOutcome>, Vec<String>) {
-    let dir = tempfile::tempdir().expect("temp dir");
     let names: Vec<String> = (0..members).map(|i| format!("m{i}.txt")).collect();
     let files: Vec<(&str, &[u8])> = names.iter().map(|n| (n.as_str(), &b"x"[..])).collect();
-    let archive = dir.path().join("many.zip");
-    std::fs::write(&archive, zip_with(&files)).expect("sample");
-    let job = Arc::new(Job::create(dir.path().join("job")).expect("job"));
-    job.add_sample(&archive).expect("sample added");
-    let memory = MemorySink::default();
-    let context = ConnectionContext::default().with_ledger(Arc::new(Ledger::from(memory.clone())));
-    let run = Run::new(job, vec![local()], settings, context);
+    let setup = run_of(&files, vec![local()], settings);
     let pack = Pack::parse(FAN_OUT, "fan-out.toml").expect("pack");
-    let outcomes = run.execute(&pack).await.expect("runs");
-    run.finish().await;
-    let called = memory.entries().into_iter().map(|e| e.call.tool).collect();
+    let outcomes = setup.run.execute(&pack).await.expect("runs");
+    setup.run.finish().await;
+    let called = setup
+        .memory
+        .entries()
+        .into_iter()
+        .map(|e| e.call.tool)
+        .collect();
     (outcomes, called)
 }
 
