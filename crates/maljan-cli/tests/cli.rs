@@ -636,7 +636,14 @@ fn a_hostile_servers_escapes_and_links_are_shown_inert_everywhere() {
         &["report", job_arg],
     ];
     for args in runs {
-        let output = maljan_with_ledger(args, &ledger);
+        // With every log line on: the server's stderr and log notifications among them.
+        let output = Command::new(MALJAN)
+            .args(args)
+            .env_remove("MALJAN_CONFIG")
+            .env("MALJAN_LEDGER", &ledger)
+            .env("RUST_LOG", "debug")
+            .output()
+            .expect("maljan runs");
         let (out, err) = (stdout(&output), stderr(&output));
         assert!(!holds_active_control(&out), "{args:?} stdout: {out:?}");
         assert!(!holds_active_control(&err), "{args:?} stderr: {err:?}");

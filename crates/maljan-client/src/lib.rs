@@ -50,7 +50,6 @@ mod staging;
 mod taking;
 mod timeout;
 mod trace;
-mod untrusted_text;
 
 pub use call::{CallOptions, CallTrace};
 pub use card::{CardTool, ServerCard, UnavailableTool};
@@ -63,6 +62,9 @@ pub use maljan_breaker::{BreakerSettings, BreakerState};
 pub use maljan_ledger::{CallScope, Ledger};
 pub use maljan_mcp_http::redact_credentials;
 pub use maljan_mcp_proto::mcp::{ClientRoot, ElicitationPolicy, ServerRequestPolicy};
+pub use maljan_mcp_proto::untrusted_text::{
+    escape_controls, escape_json_controls, is_active_control,
+};
 pub use maljan_mcp_stdio::{ServerCommand, StdioConfig};
 pub use maljan_mcp_transport::{CloseReport, StoppedBy, Transport, TransportCounts};
 pub use maljan_staging::SampleMount;
@@ -78,4 +80,3 @@ pub use run::{
 pub use server_connection::ServerConnection;
 pub use setup::{ServerSetup, SetupFailure};
 pub use trace::{TraceParent, TraceParentError};
-pub use untrusted_text::{escape_controls, escape_json_controls, is_active_control};

@@ -30,3 +30,4 @@ pub mod json_writer;
 pub mod jsonrpc;
 pub mod maljan;
 pub mod mcp;
+pub mod untrusted_text;

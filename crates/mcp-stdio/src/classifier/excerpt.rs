@@ -47,9 +47,12 @@ impl Excerpt {
     }
 }
 
+/// Shown with its control characters escaped: an excerpt is a server's text.
 impl fmt::Display for Excerpt {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.text)?;
+        f.write_str(&maljan_mcp_proto::untrusted_text::escape_controls(
+            &self.text,
+        ))?;
         if self.truncated {
             f.write_str("…")?;
         }

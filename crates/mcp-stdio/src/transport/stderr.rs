@@ -79,7 +79,12 @@ fn emit(server: &str, tail: &Mutex<StderrTail>, line: &[u8], full_len: usize) {
     if full_len > STDERR_LINE_BYTES {
         text.push('…');
     }
-    tracing::debug!(target: "maljan_mcp_stdio::stderr", server, "{text}");
+    tracing::debug!(
+        target: "maljan_mcp_stdio::stderr",
+        server,
+        "{}",
+        maljan_mcp_proto::untrusted_text::escape_controls(&text)
+    );
     if let Ok(mut tail) = tail.lock() {
         tail.push(text);
     }

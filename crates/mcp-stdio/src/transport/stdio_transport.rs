@@ -11,6 +11,7 @@ use maljan_mcp_proto::jsonrpc::{
     ErrorResponse, Message, Notification, Reply, Request, RequestId, Response,
 };
 use maljan_mcp_proto::mcp::{ServerRequestPolicy, methods};
+use maljan_mcp_proto::untrusted_text::escape_controls;
 use maljan_mcp_transport::{CloseReport, EndsSetup, StoppedBy};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -608,7 +609,7 @@ async fn handle_event(
                         server,
                         code = error.code,
                         "an error answer to no pending request: {}",
-                        error.message
+                        escape_controls(&error.message)
                     );
                 }
             }
@@ -620,6 +621,7 @@ async fn handle_event(
         Event::Message(Message::Notification(notification)) => {
             if notification.method == methods::MESSAGE {
                 let text = notification.params.as_ref().map_or("", |p| p.get());
+                let text = escape_controls(text);
                 tracing::info!(target: "maljan_mcp_stdio::server_log", server, "{text}");
             }
             let _ = notifications.try_send(notification);
@@ -646,7 +648,7 @@ async fn handle_event(
                 tracing::warn!(
                     server,
                     "invalid protocol message on stdout: {}: {excerpt}",
-                    invalid.reason
+                    escape_controls(&invalid.reason.to_string())
                 );
             }
             if let Some(refusal) = invalid.refusal() {

@@ -22,7 +22,7 @@ pub fn is_active_control(c: char) -> bool {
 /// `\u{…}`: what is printed is what was written, and the terminal does nothing of it.
 ///
 /// ```
-/// use maljan_client::escape_controls;
+/// use maljan_mcp_proto::untrusted_text::escape_controls;
 /// assert_eq!(escape_controls("ok"), "ok");
 /// assert_eq!(
 ///     escape_controls("\u{1b}]52;c;cHduZWQ=\u{7}evil"),
@@ -40,7 +40,7 @@ pub fn escape_controls(text: &str) -> Cow<'_, str> {
 /// strings, where the escape means the same character.
 ///
 /// ```
-/// use maljan_client::escape_json_controls;
+/// use maljan_mcp_proto::untrusted_text::escape_json_controls;
 /// let json = serde_json::json!({"name": "a\u{9b}31mb"}).to_string();
 /// let shown = escape_json_controls(&json);
 /// assert_eq!(shown, r#"{"name":"a\u009b31mb"}"#);
