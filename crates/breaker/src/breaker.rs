@@ -3,13 +3,19 @@ use std::time::{Duration, Instant};
 use crate::BreakerSettings;
 
 /// Whether a call got an answer. Any answer counts, a tool's error included; no answer
-/// within the wait, or a connection lost before the answer, does not.
+/// within the wait does not. A connection lost under the call says nothing of how a live
+/// server answers (a server that died is started again, not rested), so it counts neither
+/// way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Verdict {
     /// The server answered.
     Answered,
     /// The server did not answer.
     Unanswered,
+    /// The connection was lost before the answer: the count of unanswered calls stands, and
+    /// a probe that ends so is void (the next call probes).
+    Lost,
 }
 
 /// What the breaker says of a call about to be made.
@@ -120,6 +126,8 @@ impl Breaker {
     pub fn handle_verdict(&mut self, verdict: Verdict, now: Instant) {
         self.state = match (verdict, self.state) {
             (Verdict::Answered, _) => BreakerState::Closed { unanswered: 0 },
+            (Verdict::Lost, BreakerState::Probing) => BreakerState::Resting { until: now },
+            (Verdict::Lost, state) => state,
             (Verdict::Unanswered, BreakerState::Closed { unanswered }) => {
                 let unanswered = unanswered.saturating_add(1);
                 if unanswered >= self.threshold {

@@ -76,23 +76,67 @@ fn an_abandoned_probe_lets_the_next_call_probe() {
     assert_eq!(b.poll_admission(t0 + REST), Admission::Probe);
 }
 
+#[test]
+fn lost_connections_neither_rest_the_server_nor_reset_the_count() {
+    let mut b = Breaker::new(BreakerSettings::default());
+    let t0 = Instant::now();
+    for verdict in [
+        Verdict::Unanswered,
+        Verdict::Lost,
+        Verdict::Lost,
+        Verdict::Lost,
+        Verdict::Unanswered,
+    ] {
+        assert_eq!(b.poll_admission(t0), Admission::Call);
+        b.handle_verdict(verdict, t0);
+    }
+    assert_eq!(b.state(), BreakerState::Closed { unanswered: 2 });
+}
+
+#[test]
+fn a_probe_whose_connection_is_lost_lets_the_next_call_probe() {
+    let mut b = Breaker::new(BreakerSettings {
+        unanswered_threshold: 1,
+        ..BreakerSettings::default()
+    });
+    let t0 = Instant::now();
+    b.poll_admission(t0);
+    b.handle_verdict(Verdict::Unanswered, t0);
+    assert_eq!(b.poll_admission(t0 + REST), Admission::Probe);
+    b.handle_verdict(Verdict::Lost, t0 + REST);
+    assert_eq!(b.poll_admission(t0 + REST), Admission::Probe);
+}
+
+fn verdict_of(kind: u8) -> Verdict {
+    match kind {
+        0 => Verdict::Answered,
+        1 => Verdict::Unanswered,
+        _ => Verdict::Lost,
+    }
+}
+
 proptest! {
     /// Whatever happens, the breaker rests exactly when the last `threshold` verdicts since
-    /// the last answer were all unanswered.
+    /// the last answer, lost connections left out, were all unanswered.
     #[test]
     fn the_breaker_rests_only_after_threshold_unanswered_in_a_row(
-        verdicts in prop::collection::vec(any::<bool>(), 0..40),
+        verdicts in prop::collection::vec(0u8..3, 0..40),
         threshold in 1u32..5,
     ) {
         let mut b = Breaker::new(BreakerSettings { unanswered_threshold: threshold, ..BreakerSettings::default() });
         let t0 = Instant::now();
         let mut in_a_row = 0;
-        for answered in verdicts {
+        for kind in verdicts {
             if b.poll_admission(t0) != Admission::Call {
                 break;
             }
-            b.handle_verdict(if answered { Verdict::Answered } else { Verdict::Unanswered }, t0);
-            in_a_row = if answered { 0 } else { in_a_row + 1 };
+            let verdict = verdict_of(kind);
+            b.handle_verdict(verdict, t0);
+            in_a_row = match verdict {
+                Verdict::Answered => 0,
+                Verdict::Unanswered => in_a_row + 1,
+                _ => in_a_row,
+            };
             let resting = matches!(b.state(), BreakerState::Resting { .. });
             prop_assert_eq!(resting, in_a_row >= threshold);
         }

@@ -230,6 +230,9 @@ pub(crate) fn run_summary(
             "server {}: {} messages, {} stray lines, {} invalid{restarts}",
             server.server, counts.messages, counts.stray, counts.invalid
         );
+        for loss in &server.losses {
+            let _ = writeln!(out, "  lost: {loss}");
+        }
     }
     out
 }

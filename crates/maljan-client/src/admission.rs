@@ -64,11 +64,13 @@ impl<S> Admission<S> {
     }
 }
 
-/// Whether the server answered: no answer within the wait, or a connection lost before the
-/// answer, is unanswered; anything else, a tool's error included, is an answer.
+/// Whether the server answered: no answer within the wait is unanswered; a connection lost
+/// under the call says nothing of how a live server answers (the server is started again,
+/// not rested); anything else, a tool's error included, is an answer.
 fn verdict(answer: &ToolAnswer) -> Verdict {
     match answer.failure().map(|f| &f.code) {
-        Some(ErrorCode::Unanswered | ErrorCode::ConnectionLost) => Verdict::Unanswered,
+        Some(ErrorCode::Unanswered) => Verdict::Unanswered,
+        Some(ErrorCode::ConnectionLost) => Verdict::Lost,
         _ => Verdict::Answered,
     }
 }
@@ -80,19 +82,17 @@ impl<S: CallService> CallService for Admission<S> {
             .run(|| async {
                 let called = self.inner.call(call).await;
                 let verdict = verdict(&called.answer);
-                (called.answer, verdict)
+                (called, verdict)
             })
             .await;
         match guarded {
             Ok(guarded) => Called {
-                answer: guarded.value,
                 queued: guarded.queued,
-                sent: None,
+                ..guarded.value
             },
             Err(refused) => Called {
-                answer: ToolAnswer::failed(self.resting(refused)),
                 queued: refused.queued(),
-                sent: None,
+                ..Called::refused(ToolAnswer::failed(self.resting(refused)))
             },
         }
     }

@@ -25,6 +25,9 @@ pub struct CallOptions {
     step: Option<String>,
     wait: Option<Duration>,
     trace: Option<TraceParent>,
+    /// The caller sends the call again, to the server started anew, when it is lost before
+    /// it was written (a run does): it is then ledgered once, when it is made.
+    pub(crate) resend_unsent: bool,
 }
 
 impl CallOptions {
@@ -74,6 +77,10 @@ pub struct CallTrace {
     pub sent_arguments: Option<Value>,
     /// Time spent waiting for a slot under the server's concurrency cap.
     pub queued: Duration,
+    /// Whether the request reached the server's connection. A call failed
+    /// `connection_lost` that was not written never reached the server: it may be sent again
+    /// to the server started anew without repeating anything.
+    pub written: bool,
 }
 
 impl CallTrace {
@@ -83,6 +90,7 @@ impl CallTrace {
             answer,
             sent_arguments: None,
             queued: Duration::ZERO,
+            written: false,
         }
     }
 }
@@ -104,6 +112,9 @@ pub(crate) struct ToolCall {
     pub(crate) step: Option<String>,
     /// The call's W3C `traceparent`, also in `meta`.
     pub(crate) traceparent: Option<String>,
+    /// Its caller sends it again when it is lost before it was written
+    /// ([`CallOptions::resend_unsent`]).
+    pub(crate) resend_unsent: bool,
 }
 
 impl ToolCall {
@@ -117,6 +128,7 @@ impl ToolCall {
             wait: None,
             step: None,
             traceparent: None,
+            resend_unsent: false,
         }
     }
 }
@@ -139,6 +151,21 @@ pub(crate) struct Called {
     pub(crate) queued: Duration,
     /// The arguments as sent, when staging rewrote them.
     pub(crate) sent: Option<Value>,
+    /// Whether the request reached the server's connection: false for a call refused on
+    /// this side, or lost before it was written.
+    pub(crate) written: bool,
+}
+
+impl Called {
+    /// An answer given without the request reaching the server.
+    pub(crate) fn refused(answer: ToolAnswer) -> Self {
+        Called {
+            answer,
+            queued: Duration::ZERO,
+            sent: None,
+            written: false,
+        }
+    }
 }
 
 /// A layer of the call stack: takes a call, gives its answer. A failed call is a failed
@@ -176,9 +203,8 @@ impl<F: Fn(&ToolCall) -> ToolAnswer + Send + Sync> CallService for Scripted<F> {
         let answer = (self.answer)(&call);
         self.calls.lock().expect("calls").push(call);
         Called {
-            answer,
-            queued: Duration::ZERO,
-            sent: None,
+            written: true,
+            ..Called::refused(answer)
         }
     }
 }

@@ -5,7 +5,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Instant, SystemTime};
 
 use maljan_ledger::{CallRecord, CallScope, Ledger};
-use maljan_mcp_proto::maljan::{ToolAnswer, ToolFailure};
+use maljan_mcp_proto::maljan::{ErrorCode, ToolAnswer, ToolFailure};
 use maljan_mcp_proto::mcp::ProtocolVersion;
 use serde_json::Value;
 
@@ -143,8 +143,16 @@ impl<S: CallService> CallService for Ledgered<S> {
     async fn call(&self, call: ToolCall) -> Called {
         // What the ledger keeps is taken first; the arguments then move into the call.
         let recording = Recording::of(&call);
+        let resent_if_unsent = call.resend_unsent;
         let called = self.inner.call(call).await;
-        self.record(recording, &called.answer, called.queued);
+        // A call lost before it reached the server, which its caller sends again to the
+        // server started anew, is ledgered once: when it is made.
+        let unsent_and_resent = resent_if_unsent
+            && !called.written
+            && called.answer.failure().map(|f| &f.code) == Some(&ErrorCode::ConnectionLost);
+        if !unsent_and_resent {
+            self.record(recording, &called.answer, called.queued);
+        }
         called
     }
 }

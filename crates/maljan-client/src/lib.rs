@@ -71,11 +71,12 @@ pub use maljan_staging::SampleMount;
 pub use pack::{MAX_STEP_TIMEOUT_S, Pack, PackError, PackErrors, Step};
 pub use progress::{ProgressReporter, TransferProgress};
 pub use report::{
-    PackInfo, REPORT_SCHEMA_VERSION, ReportFiles, RunReport, SampleInfo, ServerReport, Verdict,
+    LossReport, PackInfo, REPORT_SCHEMA_VERSION, ReportFiles, RunReport, SampleInfo, ServerReport,
+    Verdict,
 };
 pub use run::{
-    DistinctFailure, HandedFile, MAX_RESTARTS, Run, RunEnd, ServerRecord, StepOutcome, StepStatus,
-    Unavailable, distinct_failures,
+    DistinctFailure, HandedFile, MAX_RESTARTS, Run, RunEnd, ServerLoss, ServerRecord, StepOutcome,
+    StepStatus, Unavailable, distinct_failures,
 };
 pub use server_connection::ServerConnection;
 pub use setup::{ServerSetup, SetupFailure};

@@ -405,6 +405,7 @@ impl ServerConnection {
                     answer: called.answer,
                     sent_arguments: called.sent,
                     queued: called.queued,
+                    written: called.written,
                 }
             }
             Err(refused) => CallTrace::of(refused),
@@ -450,6 +451,7 @@ impl ServerConnection {
         let mut call = ToolCall::new(tool, arguments);
         call.step = options.step().map(str::to_owned);
         call.wait = options.wait_for();
+        call.resend_unsent = options.resend_unsent;
         let traceparent = match options.trace().or(self.trace.as_ref()) {
             Some(parent) => parent.child(),
             None => TraceParent::new_trace(),
@@ -492,6 +494,17 @@ impl ServerConnection {
     /// over HTTP.
     pub fn server_pid(&self) -> Option<u32> {
         self.wire().get_ref().server_pid()
+    }
+
+    /// Waits up to `grace` for the server's process to exit and says how it exited (for a
+    /// connection found lost); `None` without a process of its own.
+    pub async fn wait_exit(&self, grace: Duration) -> Option<std::process::ExitStatus> {
+        self.wire().get_ref().wait_exit(grace).await
+    }
+
+    /// The last lines the server wrote on stderr (a stdio server's).
+    pub fn stderr_tail(&self) -> String {
+        self.wire().get_ref().stderr_tail()
     }
 
     /// What the connection received so far (for stdio, what the server's stdout held).

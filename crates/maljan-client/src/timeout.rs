@@ -27,6 +27,14 @@ pub(crate) enum Unanswered {
     Failed(TransportFailure),
 }
 
+impl Unanswered {
+    /// Whether the request never reached the server (the connection was gone before it was
+    /// written).
+    fn unsent(&self) -> bool {
+        matches!(self, Unanswered::Failed(failure) if failure.is_unsent())
+    }
+}
+
 /// Sends calls on a transport and waits for their answers, each up to its tool's timeout.
 #[derive(Debug)]
 pub(crate) struct Timeout {
@@ -90,11 +98,15 @@ impl Timeout {
             Some(modern) => modern.stamp(request),
             None => request,
         };
-        let pending = self
-            .transport
-            .send_request(request)
-            .await
-            .map_err(Unanswered::Failed)?;
+        // A request the transport did not take never reached the server, whatever the
+        // transport calls its failure.
+        let pending = self.transport.send_request(request).await.map_err(|f| {
+            Unanswered::Failed(if f.is_lost() && !f.is_unsent() {
+                TransportFailure::unsent(f)
+            } else {
+                f
+            })
+        })?;
         let id = pending.id().clone();
         match tokio::time::timeout(wait, pending).await {
             Ok(reply) => reply.map_err(Unanswered::Failed),
@@ -222,11 +234,7 @@ impl CallService for Timeout {
             Value::Object(map) => map,
             Value::Null => Map::new(),
             other => {
-                return Called {
-                    answer: ToolAnswer::failed(not_an_object(&other)),
-                    queued: Duration::ZERO,
-                    sent: None,
-                };
+                return Called::refused(ToolAnswer::failed(not_an_object(&other)));
             }
         };
         // The arguments move into the request and are dropped once written, before the
@@ -238,6 +246,7 @@ impl CallService for Timeout {
         }
         .into_value();
         let mut rounds = 0;
+        let mut written = false;
         let answer = loop {
             // A modern call may be answered input_required and asked again, so its params
             // are kept past their sending; not a platform primitive's (a file chunk is not
@@ -245,7 +254,9 @@ impl CallService for Timeout {
             let retained = (self.modern.get().is_some() && !is_platform_primitive(&call.tool))
                 .then(|| params.clone());
             let request = OutgoingRequest::new(methods::TOOLS_CALL, Some(params));
-            let raw = match self.request(request, wait, true).await {
+            let reply = self.request(request, wait, true).await;
+            written |= !matches!(&reply, Err(unanswered) if unanswered.unsent());
+            let raw = match reply {
                 Ok(Reply::Result(raw)) => raw,
                 Ok(Reply::Error(error)) => break ToolAnswer::from_rpc_error(&error),
                 Err(unanswered) => break self.unanswered(&call.tool, unanswered),
@@ -290,9 +301,8 @@ impl CallService for Timeout {
             }
         };
         Called {
-            answer,
-            queued: Duration::ZERO,
-            sent: None,
+            written,
+            ..Called::refused(answer)
         }
     }
 }

@@ -18,6 +18,8 @@ impl From<HttpError> for TransportFailure {
                 TransportFailure::invalid_answer(reason.clone(), error)
             }
             HttpError::Status { .. } => TransportFailure::refused(error),
+            // The server did not know the session, so it did not carry out the request.
+            HttpError::SessionExpired { .. } => TransportFailure::unsent(error),
             _ => TransportFailure::lost(error),
         }
     }

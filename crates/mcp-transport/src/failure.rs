@@ -8,7 +8,9 @@ use maljan_mcp_proto::jsonrpc::InvalidReason;
 ///
 /// Three kinds, which a caller branches on with the `is_*` queries: the reply failed
 /// validation, the server refused the request at the transport level (an HTTP error status:
-/// an answer, not a lost connection), or the connection is gone. The transport's own error is
+/// an answer, not a lost connection), or the connection is gone. A connection gone before
+/// the request was written to it is told apart ([`is_unsent`](TransportFailure::is_unsent)):
+/// the server never saw that request, so it may be sent again to a server started anew. The transport's own error is
 /// kept as its [`cause`](TransportFailure::cause); the failure displays as that error and
 /// its [`source`](Error::source) is that error's source.
 ///
@@ -31,6 +33,7 @@ enum Kind {
     InvalidAnswer(InvalidReason),
     Refused,
     Lost,
+    Unsent,
 }
 
 impl TransportFailure {
@@ -61,6 +64,22 @@ impl TransportFailure {
         }
     }
 
+    /// The connection was gone before the request was written to it: the server never saw
+    /// it.
+    ///
+    /// ```
+    /// use maljan_mcp_transport::TransportFailure;
+    /// let gone = std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the server exited");
+    /// let failure = TransportFailure::unsent(gone);
+    /// assert!(failure.is_lost() && failure.is_unsent());
+    /// ```
+    pub fn unsent(cause: impl Error + Send + Sync + 'static) -> Self {
+        TransportFailure {
+            kind: Kind::Unsent,
+            cause: Arc::new(cause),
+        }
+    }
+
     /// Whether the reply failed validation.
     pub fn is_invalid_answer(&self) -> bool {
         matches!(self.kind, Kind::InvalidAnswer(_))
@@ -79,9 +98,15 @@ impl TransportFailure {
         self.kind == Kind::Refused
     }
 
-    /// Whether the connection is gone.
+    /// Whether the connection is gone (before or after the request was written).
     pub fn is_lost(&self) -> bool {
-        self.kind == Kind::Lost
+        matches!(self.kind, Kind::Lost | Kind::Unsent)
+    }
+
+    /// Whether the connection was gone before the request was written: the server never saw
+    /// it, and sending it again elsewhere does not repeat it.
+    pub fn is_unsent(&self) -> bool {
+        self.kind == Kind::Unsent
     }
 
     /// The transport's own error.

@@ -1,7 +1,9 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::process::ExitStatus;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use maljan_mcp_proto::jsonrpc::{Notification, Reply, RequestId};
 use maljan_mcp_proto::mcp::ProtocolVersion;
@@ -203,6 +205,14 @@ pub trait Transport: fmt::Debug + Send + Sync {
     /// The last lines the server wrote on stderr, when the transport reads them.
     fn stderr_tail(&self) -> String {
         String::new()
+    }
+
+    /// Waits up to `grace` for the server's process to exit and says how it exited: for a
+    /// connection found lost, what ended the server. `None` without a process of its own, or
+    /// when it has not exited within `grace`.
+    fn wait_exit(&self, grace: Duration) -> BoxFuture<'_, Option<ExitStatus>> {
+        let _ = grace;
+        Box::pin(std::future::ready(None))
     }
 
     /// Closes the connection: requests still waiting fail as closed.

@@ -110,7 +110,7 @@ pub(super) fn render(report: &RunReport) -> String {
             "card",
             "unavailable tools",
             "connections",
-            "restarts",
+            "restarts and losses",
         ],
     );
     for server in &report.servers {
@@ -156,6 +156,17 @@ pub(super) fn render(report: &RunReport) -> String {
             })
             .collect::<Vec<_>>()
             .join("<br>");
+        let mut restarts = server.restarts.to_string();
+        for loss in &server.losses {
+            restarts.push_str("<br>");
+            if let Some(exit) = &loss.exit {
+                restarts.push_str(&escape(&format!("ended with {exit}: ")));
+            }
+            restarts.push_str(&escape(&loss.failure));
+            if let Some(line) = loss.stderr_tail.lines().last() {
+                restarts.push_str(&escape(&format!(" (last stderr line: {line})")));
+            }
+        }
         row(
             &mut out,
             &[
@@ -163,7 +174,7 @@ pub(super) fn render(report: &RunReport) -> String {
                 card,
                 unavailable,
                 connections,
-                server.restarts.to_string(),
+                restarts,
             ],
         );
     }

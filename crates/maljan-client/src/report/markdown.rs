@@ -124,6 +124,21 @@ pub(super) fn render(report: &RunReport) -> String {
                 c.oversized
             );
         }
+        for (i, loss) in server.losses.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "  - lost {}: {}{}",
+                i + 1,
+                loss.exit
+                    .as_deref()
+                    .map(|exit| format!("ended with {}: ", cell(exit)))
+                    .unwrap_or_default(),
+                cell(&loss.failure)
+            );
+            if let Some(line) = loss.stderr_tail.lines().last() {
+                let _ = writeln!(out, "    - last stderr line: {}", cell(line));
+            }
+        }
         if let Some(last) = &server.last_failure {
             let _ = writeln!(out, "  - last failure: {}", cell(last));
         }

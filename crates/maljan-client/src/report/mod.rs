@@ -93,13 +93,27 @@ pub struct ServerReport {
     /// Its card (tools, unavailable ones with reason and remediation, protocol, transport),
     /// when it was set up.
     pub card: Option<ServerCard>,
-    /// How many times it was started again after it died.
+    /// How many times it was connected again after its connection was lost.
     pub restarts: u32,
+    /// Each connection lost, in order, with why.
+    pub losses: Vec<LossReport>,
     /// Why it last stopped or failed to start.
     pub last_failure: Option<String>,
     /// What each connection's stdout (or stream) held: messages, stray, invalid, salvaged,
     /// oversized and blank lines.
     pub connections: Vec<TransportCounts>,
+}
+
+/// A connection the run lost.
+#[derive(Debug, Clone, Serialize)]
+pub struct LossReport {
+    /// How the server's process ended (`exit status: 3`, `signal: 9 (SIGKILL)`), when it had
+    /// one and it ended.
+    pub exit: Option<String>,
+    /// The failure of the call that found the connection lost.
+    pub failure: String,
+    /// The last lines the server wrote on stderr.
+    pub stderr_tail: String,
 }
 
 /// What a run did: the verdict and each distinct failure once, the servers, every step, the
@@ -181,6 +195,15 @@ impl RunReport {
                     server: s.server.clone(),
                     card: s.card.clone(),
                     restarts: s.restarts,
+                    losses: s
+                        .losses
+                        .iter()
+                        .map(|loss| LossReport {
+                            exit: loss.exit.clone(),
+                            failure: loss.failure.clone(),
+                            stderr_tail: loss.stderr_tail.clone(),
+                        })
+                        .collect(),
                     last_failure: s.last_failure.clone(),
                     connections: s.connections.iter().map(|c| c.counts).collect(),
                 })

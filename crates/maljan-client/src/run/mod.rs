@@ -14,7 +14,7 @@ use maljan_mcp_proto::maljan::{ErrorCode, ToolAnswer};
 use serde_json::Value;
 
 pub use outcome::{DistinctFailure, HandedFile, StepOutcome, StepStatus, distinct_failures};
-pub use servers::{MAX_RESTARTS, ServerRecord, Unavailable};
+pub use servers::{MAX_RESTARTS, ServerLoss, ServerRecord, Unavailable};
 
 use crate::{
     CallOptions, CallTrace, ClientError, ClientSettings, ConnectionContext, Job, ServerConfig,
@@ -148,8 +148,13 @@ impl Run {
     /// Calls `tool` of `server` through its connection ([`ServerConnection::call_with`]).
     /// A server that cannot be used, and a call refused before it was made (an unknown
     /// tool), are failed answers too, so a run goes on: the first with
-    /// `server_unavailable`, the second with `bad_argument`. A call that finds the
-    /// connection lost has the server started again for the next.
+    /// `server_unavailable`, the second with `bad_argument`.
+    ///
+    /// A call that finds the connection lost has the server connected again (a stdio
+    /// server started anew, at most [`MAX_RESTARTS`] times a run). A call that never reached
+    /// the lost server (it waited under the cap, or was not yet written) goes to the new
+    /// one; a call the server had when it died fails `connection_lost` and is not sent
+    /// again: it may be what killed the server.
     pub async fn call(
         &self,
         server: &str,
@@ -172,22 +177,36 @@ impl Run {
         options: &CallOptions,
     ) -> (CallTrace, Option<Arc<ServerConnection>>) {
         let failed = |failure| CallTrace::of(ToolAnswer::failed(failure));
-        let connection = match self.connection(server).await {
-            Ok(connection) => connection,
-            Err(unavailable) => return (failed(unavailable_failure(&unavailable)), None),
-        };
-        let trace = match connection.call_traced(tool, arguments, options).await {
-            Ok(trace) => trace,
-            Err(refused) => failed(refused_failure(&refused)),
-        };
-        let lost = trace
-            .answer
-            .failure()
-            .filter(|f| f.code == ErrorCode::ConnectionLost);
-        if let (Some(failure), Ok(slot)) = (lost, self.slot(server)) {
-            slot.lost(&connection, &failure.message).await;
+        let mut options = options.clone();
+        options.resend_unsent = true;
+        // Each pass that finds the connection lost retires it, and the slot connects again
+        // at most MAX_RESTARTS times: the loop ends.
+        loop {
+            let connection = match self.connection(server).await {
+                Ok(connection) => connection,
+                Err(unavailable) => return (failed(unavailable_failure(&unavailable)), None),
+            };
+            let trace = match connection
+                .call_traced(tool, arguments.clone(), &options)
+                .await
+            {
+                Ok(trace) => trace,
+                Err(refused) => failed(refused_failure(&refused)),
+            };
+            let lost = trace
+                .answer
+                .failure()
+                .filter(|f| f.code == ErrorCode::ConnectionLost);
+            let Some(failure) = lost else {
+                return (trace, Some(connection));
+            };
+            if let Ok(slot) = self.slot(server) {
+                slot.lost(&connection, &failure.message).await;
+            }
+            if trace.written {
+                return (trace, Some(connection));
+            }
         }
-        (trace, Some(connection))
     }
 
     /// Closes every connection and says what the run learned of each server.

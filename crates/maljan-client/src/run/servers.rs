@@ -1,18 +1,23 @@
 //! A run's servers: each connected on first use and set up once, its cap and breaker kept
-//! across the run's calls, a stdio server that died started again a bounded number of
-//! times.
+//! across the run's calls, a server whose connection was lost (a stdio server that died, an
+//! HTTP session the server ended) connected again a bounded number of times.
 
+use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use maljan_breaker::CallGuard;
 use maljan_mcp_transport::{CloseReport, TransportCounts};
 
-use crate::{
-    ClientSettings, ConnectionContext, ServerCard, ServerConfig, ServerConnection, ServerTransport,
-};
+use crate::{ClientSettings, ConnectionContext, ServerCard, ServerConfig, ServerConnection};
 
-/// How many times a run starts a stdio server again after it died.
+/// How many times a run connects a server again after its connection was lost: a stdio
+/// server started anew, an HTTP server given a new session.
 pub const MAX_RESTARTS: u32 = 2;
+
+/// How long a run waits for a server whose connection was lost to exit, to say how it
+/// ended.
+const EXIT_GRACE: Duration = Duration::from_secs(2);
 
 /// Why a run could not give a server's connection.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -34,19 +39,45 @@ pub enum Unavailable {
         /// Why, with what it last wrote on stderr.
         reason: String,
     },
-    /// It died more often than the run starts it again.
+    /// Its connection was lost more often than the run connects it again.
     #[error(
-        "server {server} died {starts} times in this run and is not started again (at most \
-         {MAX_RESTARTS} restarts); last: {last}"
+        "server {server} was lost {starts} times in this run and is not started again (at \
+         most {MAX_RESTARTS} restarts); last: {last}"
     )]
     GaveUp {
         /// The server.
         server: String,
         /// How many times it was started.
         starts: u32,
-        /// Why it last stopped or failed to start.
-        last: String,
+        /// The last loss.
+        last: ServerLoss,
     },
+}
+
+/// A connection a run lost: what ended it, and for a process, how the process ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ServerLoss {
+    /// How the server's process ended (`exit status: 3`, `signal: 9 (SIGKILL)`), when it had
+    /// one and it ended.
+    pub exit: Option<String>,
+    /// The failure of the call that found the connection lost.
+    pub failure: String,
+    /// The last lines the server wrote on stderr.
+    pub stderr_tail: String,
+}
+
+impl fmt::Display for ServerLoss {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.exit {
+            Some(exit) => write!(f, "it ended with {exit} ({})", self.failure)?,
+            None => f.write_str(&self.failure)?,
+        }
+        match self.stderr_tail.lines().last() {
+            Some(line) => write!(f, "; its last stderr line: {line}"),
+            None => Ok(()),
+        }
+    }
 }
 
 /// One configured server of a run.
@@ -60,9 +91,8 @@ pub(crate) struct ServerSlot {
 #[derive(Debug, Default)]
 struct SlotState {
     current: Option<Arc<ServerConnection>>,
-    /// The current connection was lost: the next call starts the server again.
-    lost: Option<String>,
     retired: Vec<Arc<ServerConnection>>,
+    losses: Vec<ServerLoss>,
     starts: u32,
     last_failure: Option<String>,
     /// Why the server could not be started, when it could not.
@@ -78,8 +108,10 @@ pub struct ServerRecord {
     pub server: String,
     /// Its card, from its first successful setup.
     pub card: Option<ServerCard>,
-    /// How many times it was started again after it died.
+    /// How many times it was connected again after its connection was lost.
     pub restarts: u32,
+    /// Each connection lost, in order, with why.
+    pub losses: Vec<ServerLoss>,
     /// Why it last stopped or failed to start, when it did.
     pub last_failure: Option<String>,
     /// Each connection's close report (its stdout counts among them), in order.
@@ -111,13 +143,8 @@ impl ServerSlot {
         }
     }
 
-    /// Only a stdio server is started again: an HTTP server is not this client's to start.
-    fn restarts_allowed(&self) -> bool {
-        matches!(self.config.transport, ServerTransport::Stdio(_))
-    }
-
-    /// The server's connection: set up on first use; started again when it died (a stdio
-    /// server, at most [`MAX_RESTARTS`] times); never again when it could not be started.
+    /// The server's connection: set up on first use; connected again when it was lost (at
+    /// most [`MAX_RESTARTS`] times); never again when it could not be started.
     /// Callers at the same time wait for the same setup.
     pub(crate) async fn connection(
         &self,
@@ -133,20 +160,16 @@ impl ServerSlot {
                 reason: reason.clone(),
             });
         }
-        if let Some(lost) = state.lost.take() {
-            if let Some(dead) = state.current.take() {
-                state.retired.push(dead);
-            }
-            state.last_failure = Some(lost);
-        }
         if let Some(current) = &state.current {
             return Ok(current.clone());
         }
-        if state.starts > MAX_RESTARTS {
+        if state.starts > MAX_RESTARTS
+            && let Some(last) = state.losses.last()
+        {
             return Err(Unavailable::GaveUp {
                 server: self.config.name.clone(),
                 starts: state.starts,
-                last: state.last_failure.clone().unwrap_or_default(),
+                last: last.clone(),
             });
         }
         state.starts += 1;
@@ -172,20 +195,27 @@ impl ServerSlot {
         }
     }
 
-    /// Says that `connection` was lost (a call failed with `connection_lost`): a stdio
-    /// server is started again for the next call.
-    pub(crate) async fn lost(&self, connection: &Arc<ServerConnection>, why: &str) {
-        if !self.restarts_allowed() {
-            return;
-        }
+    /// Says that `connection` was lost (a call failed with `connection_lost`): it is
+    /// retired with how its server ended, and the next call connects the server again. Of
+    /// the callers that find the same connection lost, the first tells.
+    pub(crate) async fn lost(&self, connection: &Arc<ServerConnection>, failure: &str) {
         let mut state = self.state.lock().await;
-        if state
+        let current = state
             .current
-            .as_ref()
-            .is_some_and(|c| Arc::ptr_eq(c, connection))
-        {
-            state.lost = Some(why.to_owned());
-        }
+            .take_if(|current| Arc::ptr_eq(current, connection));
+        let Some(dead) = current else {
+            return;
+        };
+        let exit = dead.wait_exit(EXIT_GRACE).await;
+        let loss = ServerLoss {
+            exit: exit.map(|status| status.to_string()),
+            failure: failure.to_owned(),
+            stderr_tail: dead.stderr_tail(),
+        };
+        tracing::warn!(server = self.config.name, "connection lost: {loss}");
+        state.last_failure = Some(loss.to_string());
+        state.losses.push(loss);
+        state.retired.push(dead);
     }
 
     /// Closes every connection the run made to the server, and says what it learned.
@@ -205,6 +235,7 @@ impl ServerSlot {
             server: self.config.name,
             card: state.card,
             restarts: state.starts.saturating_sub(1),
+            losses: state.losses,
             last_failure: state.last_failure,
             connections,
         }

@@ -1,5 +1,8 @@
 //! The stdio transport behind the neutral [`Transport`] trait.
 
+use std::process::ExitStatus;
+use std::time::Duration;
+
 use maljan_mcp_proto::json_writer::request_line;
 use maljan_mcp_proto::jsonrpc::{Message, Notification, Request};
 use maljan_mcp_proto::mcp::ProtocolVersion;
@@ -33,6 +36,7 @@ impl From<StdioError> for TransportFailure {
             StdioError::InvalidAnswer { reason, .. } => {
                 TransportFailure::invalid_answer(reason.clone(), error)
             }
+            StdioError::NotSent { .. } => TransportFailure::unsent(error),
             _ => TransportFailure::lost(error),
         }
     }
@@ -65,7 +69,9 @@ impl Transport for StdioTransport {
                     })
                     .to_line(),
                 })
-                .await?;
+                .await
+                // Refused before the line was queued: the server never saw it.
+                .map_err(TransportFailure::unsent)?;
             let id = pending.id().clone();
             Ok(PendingReply::new(id, async move {
                 pending.await.map_err(TransportFailure::from)
@@ -112,6 +118,10 @@ impl Transport for StdioTransport {
 
     fn stderr_tail(&self) -> String {
         StdioTransport::stderr_tail(self)
+    }
+
+    fn wait_exit(&self, grace: Duration) -> BoxFuture<'_, Option<ExitStatus>> {
+        Box::pin(StdioTransport::wait_exit(self, grace))
     }
 
     fn close(self: Box<Self>) -> BoxFuture<'static, CloseReport> {

@@ -65,6 +65,14 @@ impl ServerChild {
         self.child.id()
     }
 
+    /// Waits up to `grace` for the child to exit by itself.
+    pub(crate) async fn wait_exit(&mut self, grace: Duration) -> Option<ExitStatus> {
+        tokio::time::timeout(grace, self.child.wait())
+            .await
+            .ok()?
+            .ok()
+    }
+
     /// Waits for the child to exit after its stdin closed; then SIGTERM; then SIGKILL.
     pub(crate) async fn stop(&mut self, grace: Duration) -> (Option<ExitStatus>, StoppedBy) {
         if let Ok(Ok(status)) = tokio::time::timeout(grace, self.child.wait()).await {

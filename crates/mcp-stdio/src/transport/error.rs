@@ -40,6 +40,16 @@ pub enum StdioError {
         /// What failed validation.
         reason: InvalidReason,
     },
+    /// The connection was gone before this request was written to the server's stdin: the
+    /// server never saw it.
+    #[error("server {server}: the request was not sent: {cause}")]
+    NotSent {
+        /// The server's name.
+        server: String,
+        /// What ended the connection.
+        #[source]
+        cause: Box<StdioError>,
+    },
     /// The connection was closed by this side.
     #[error("server {server}: the connection is closed")]
     Closed {

@@ -34,6 +34,16 @@ const READ_CHUNK: usize = 1024 * 1024;
 struct PendingEntry {
     reply: oneshot::Sender<Result<Reply, StdioError>>,
     ends_setup: Option<EndsSetup>,
+    /// The request's line reached the server's stdin: a request lost before that is failed
+    /// as [`StdioError::NotSent`], so it may be sent again to a server started anew.
+    written: bool,
+}
+
+/// A line waiting for the writer, with the request it carries (none for a notification or
+/// a reply).
+struct OutgoingLine {
+    line: Vec<u8>,
+    request: Option<RequestId>,
 }
 
 pub(crate) struct ConnectionState {
@@ -43,7 +53,7 @@ pub(crate) struct ConnectionState {
     counts: Mutex<LineCounts>,
     /// Answers to no pending request (late, or an id never sent), dropped.
     unmatched: AtomicU64,
-    outgoing: Mutex<Option<mpsc::Sender<Vec<u8>>>>,
+    outgoing: Mutex<Option<mpsc::Sender<OutgoingLine>>>,
     next_id: AtomicI64,
     close_window: AtomicBool,
     batches_allowed: AtomicBool,
@@ -65,9 +75,24 @@ impl ConnectionState {
         };
         let pending: Vec<PendingEntry> = lock(&self.pending).drain().map(|(_, e)| e).collect();
         for entry in pending {
-            let _ = entry.reply.send(Err(error.clone()));
+            let failure = if entry.written {
+                error.clone()
+            } else {
+                StdioError::NotSent {
+                    server: self.server.clone(),
+                    cause: Box::new(error.clone()),
+                }
+            };
+            let _ = entry.reply.send(Err(failure));
         }
         lock(&self.outgoing).take();
+    }
+
+    /// Whether the request `id`'s line is on its way to the server's stdin.
+    fn mark_written(&self, id: &RequestId, written: bool) {
+        if let Some(entry) = lock(&self.pending).get_mut(id) {
+            entry.written = written;
+        }
     }
 
     /// Fails the connection because its reader panicked, and returns the failure.
@@ -101,6 +126,14 @@ impl ConnectionState {
     }
 
     async fn send_line(&self, line: Vec<u8>) -> Result<(), StdioError> {
+        self.send(OutgoingLine {
+            line,
+            request: None,
+        })
+        .await
+    }
+
+    async fn send(&self, line: OutgoingLine) -> Result<(), StdioError> {
         if let Some(failure) = self.failure() {
             return Err(failure);
         }
@@ -163,8 +196,9 @@ pub struct StdioTransport {
     max_statements: u64,
     reader: Option<StdoutReader>,
     writer: Option<JoinHandle<()>>,
-    stderr_task: Option<JoinHandle<()>>,
-    child: Option<ServerChild>,
+    /// Reads stderr to its end; taken by [`wait_exit`](Self::wait_exit) once it ended.
+    stderr_task: tokio::sync::Mutex<Option<JoinHandle<()>>>,
+    child: Option<tokio::sync::Mutex<ServerChild>>,
     notifications: Option<mpsc::Receiver<Notification>>,
 }
 
@@ -237,8 +271,8 @@ impl StdioTransport {
             max_statements: config.classifier.max_statements,
             reader,
             writer: Some(writer),
-            stderr_task,
-            child,
+            stderr_task: tokio::sync::Mutex::new(stderr_task),
+            child: child.map(tokio::sync::Mutex::new),
             notifications: Some(notify_rx),
         }
     }
@@ -313,14 +347,26 @@ impl StdioTransport {
     ) -> Result<PendingRequest, StdioError> {
         let id = RequestId::Integer(self.shared.next_id.fetch_add(1, Ordering::Relaxed));
         let (reply, answer) = oneshot::channel();
-        lock(&self.shared.pending).insert(id.clone(), PendingEntry { reply, ends_setup });
+        lock(&self.shared.pending).insert(
+            id.clone(),
+            PendingEntry {
+                reply,
+                ends_setup,
+                written: false,
+            },
+        );
         let line = line(&id);
         let pending = PendingRequest {
-            id,
+            id: id.clone(),
             answer,
             shared: self.shared.clone(),
         };
-        self.shared.send_line(line).await?;
+        self.shared
+            .send(OutgoingLine {
+                line,
+                request: Some(id),
+            })
+            .await?;
         Ok(pending)
     }
 
@@ -353,6 +399,23 @@ impl StdioTransport {
     /// server may have exited since).
     pub fn server_pid(&self) -> Option<u32> {
         self.shared.child_pid
+    }
+
+    /// Waits up to `grace` for the server's process to exit and says how it exited: for a
+    /// connection found lost, what ended the server (its exit code or signal). `None` over
+    /// pipes without a process, or when it has not exited within `grace`.
+    ///
+    /// Once it exited, what it last wrote on stderr is read to the end (within `grace`), so
+    /// [`stderr_tail`](Self::stderr_tail) holds its last words.
+    pub async fn wait_exit(&self, grace: Duration) -> Option<std::process::ExitStatus> {
+        let status = self.child.as_ref()?.lock().await.wait_exit(grace).await?;
+        let mut stderr = self.stderr_task.lock().await;
+        if let Some(task) = stderr.as_mut()
+            && tokio::time::timeout(grace, task).await.is_ok()
+        {
+            stderr.take();
+        }
+        Some(status)
     }
 
     /// The counts of what stdout held so far.
@@ -390,13 +453,13 @@ impl StdioTransport {
             finish_task(writer, self.grace).await;
         }
         let (status, stopped_by) = match self.child.as_mut() {
-            Some(child) => child.stop(self.grace).await,
+            Some(child) => child.get_mut().stop(self.grace).await,
             None => (None, StoppedBy::NoChild),
         };
         if let Some(reader) = self.reader.take() {
             reader.finish(self.grace).await;
         }
-        if let Some(stderr) = self.stderr_task.take() {
+        if let Some(stderr) = self.stderr_task.get_mut().take() {
             finish_task(stderr, self.grace).await;
         }
         self.shared.fail(StdioError::Closed {
@@ -434,7 +497,10 @@ async fn finish_task(task: JoinHandle<()>, grace: Duration) {
 impl Drop for StdioTransport {
     fn drop(&mut self) {
         // The reader stops as its handle drops.
-        for task in [&self.writer, &self.stderr_task].into_iter().flatten() {
+        for task in [self.writer.as_ref(), self.stderr_task.get_mut().as_ref()]
+            .into_iter()
+            .flatten()
+        {
             task.abort();
         }
         // The child, if any, is killed by its own drop (kill_on_drop); nothing is spawned.
@@ -482,15 +548,24 @@ impl Drop for PendingRequest {
 
 async fn write_loop<W: AsyncWrite + Unpin>(
     mut writer: W,
-    mut outgoing: mpsc::Receiver<Vec<u8>>,
+    mut outgoing: mpsc::Receiver<OutgoingLine>,
     shared: Arc<ConnectionState>,
 ) {
-    while let Some(line) = outgoing.recv().await {
+    while let Some(OutgoingLine { line, request }) = outgoing.recv().await {
+        // Marked before the write: a server that reads the line and dies at once must find
+        // its request in flight, never unsent, even when its death is read first.
+        if let Some(id) = &request {
+            shared.mark_written(id, true);
+        }
         let written = async {
             writer.write_all(&line).await?;
             writer.flush().await
         };
         if let Err(e) = written.await {
+            // A write that failed reached no one: the server's stdin has no reader.
+            if let Some(id) = &request {
+                shared.mark_written(id, false);
+            }
             shared.fail(shared.lost_to("writing to the server's stdin failed", e));
             return;
         }

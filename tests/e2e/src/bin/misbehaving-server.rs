@@ -13,7 +13,12 @@
 //!   `empty` (an empty result), `legacy-listed` (a discover result with 2025-11-25 only),
 //!   `future` (a discover result with 2099-01-01 only).
 //!
-//! Every `tools/call` it receives is logged on stderr as `received tools/call NAME`.
+//! - `--die-on-call N`: on reading its Nth `tools/call`, leaves it unanswered, reads what
+//!   else is already waiting on stdin, logs each call found there as `in flight at death:
+//!   TAG`, writes `dying on call N` and exits with status 3.
+//!
+//! Every `tools/call` it receives is logged on stderr as `received tools/call NAME`, followed
+//! by ` tag=TAG` when its arguments hold a `tag`.
 //!
 //! Tools: `echo` (answers its arguments), `printed` (how many non-protocol lines it printed
 //! before this answer), `not_utf8` (prints invalid UTF-8 and never answers), `never` (never
@@ -52,6 +57,45 @@ struct Behaviour {
     discover: String,
     /// How many `server/discover` requests came.
     discovered: u32,
+    /// Exits on reading this many `tools/call`s.
+    die_on_call: Option<u64>,
+    /// `tools/call`s read so far.
+    calls: u64,
+}
+
+/// A call's `tag` argument, as the stderr log shows it.
+fn tag_of(arguments: &Value) -> String {
+    match arguments["tag"].as_str() {
+        Some(tag) => format!(" tag={tag}"),
+        None => String::new(),
+    }
+}
+
+/// Reads what is already waiting on stdin, logs each call there as in flight at the
+/// server's death, and exits with status 3.
+fn die(lines: &mut impl Iterator<Item = std::io::Result<Vec<u8>>>, call: u64) -> ! {
+    let stdin = std::io::stdin();
+    let flags = nix::fcntl::fcntl(&stdin, nix::fcntl::FcntlArg::F_GETFL)
+        .map(nix::fcntl::OFlag::from_bits_truncate)
+        .unwrap_or(nix::fcntl::OFlag::empty());
+    let _ = nix::fcntl::fcntl(
+        &stdin,
+        nix::fcntl::FcntlArg::F_SETFL(flags | nix::fcntl::OFlag::O_NONBLOCK),
+    );
+    // Nothing more waiting ends the lines with WouldBlock.
+    for line in lines.by_ref() {
+        let Ok(line) = line else { break };
+        if let Ok(request) = serde_json::from_slice::<Value>(&line)
+            && request["method"] == "tools/call"
+        {
+            eprintln!(
+                "in flight at death:{}",
+                tag_of(&request["params"]["arguments"])
+            );
+        }
+    }
+    eprintln!("dying on call {call}");
+    std::process::exit(3);
 }
 
 /// Calls of `slow` in flight now, and the most ever.
@@ -181,7 +225,11 @@ fn handle(b: &mut Behaviour, request: Request) {
         "tools/call" => {
             let name = params["name"].as_str().unwrap_or_default().to_owned();
             let args = params["arguments"].clone();
-            eprintln!("received tools/call {name}");
+            eprintln!("received tools/call {name}{}", tag_of(&args));
+            b.calls += 1;
+            if b.die_on_call == Some(b.calls) {
+                return;
+            }
             match name.as_str() {
                 "echo" => b.answer(&id, tool_result(args), ""),
                 "printed" => {
@@ -334,6 +382,12 @@ fn main() {
             .cloned()
             .unwrap_or_default(),
         discovered: 0,
+        die_on_call: args
+            .iter()
+            .position(|a| a == "--die-on-call")
+            .and_then(|i| args.get(i + 1))
+            .and_then(|n| n.parse().ok()),
+        calls: 0,
     };
     if let Some(i) = args.iter().position(|a| a == "--banners") {
         let n: u64 = args.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(0);
@@ -342,10 +396,16 @@ fn main() {
         }
     }
     let stdin = std::io::stdin();
-    for line in stdin.lock().split(b'\n') {
+    let mut lines = stdin.lock().split(b'\n');
+    while let Some(line) = lines.next() {
         let Ok(line) = line else { break };
         match decode_line(&line, false) {
-            DecodedLine::Message(Message::Request(request)) => handle(&mut behaviour, request),
+            DecodedLine::Message(Message::Request(request)) => {
+                handle(&mut behaviour, request);
+                if behaviour.die_on_call == Some(behaviour.calls) {
+                    die(&mut lines, behaviour.calls);
+                }
+            }
             DecodedLine::Message(Message::Response(response)) => {
                 if let Some(call) = behaviour.asking.take() {
                     let answer: Value =
