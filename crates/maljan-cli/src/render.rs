@@ -177,6 +177,7 @@ pub(crate) fn step_line(outcome: &StepOutcome) -> String {
             )
         }
         StepStatus::Skipped { reason } => format!("skipped  {name} [{at}]: {reason}"),
+        other => format!("{other:?} {name} [{at}]"),
     }
 }
 

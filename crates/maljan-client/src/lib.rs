@@ -75,8 +75,8 @@ pub use report::{
     Verdict,
 };
 pub use run::{
-    DistinctFailure, HandedFile, MAX_RESTARTS, Run, RunEnd, ServerLoss, ServerRecord, StepOutcome,
-    StepStatus, Unavailable, distinct_failures,
+    Configured, Connector, DistinctFailure, HandedFile, MAX_RESTARTS, Run, RunEnd, ServerLoss,
+    ServerRecord, StepOutcome, StepStatus, Unavailable, distinct_failures,
 };
 pub use server_connection::ServerConnection;
 pub use setup::{ServerSetup, SetupFailure};

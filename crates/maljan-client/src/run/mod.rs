@@ -1,5 +1,6 @@
 //! A run: one job across every configured server.
 
+mod connector;
 mod outcome;
 mod resolve;
 mod servers;
@@ -13,6 +14,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use maljan_mcp_proto::maljan::{ErrorCode, ToolAnswer};
 use serde_json::Value;
 
+pub use connector::{Configured, Connector};
 pub use outcome::{DistinctFailure, HandedFile, StepOutcome, StepStatus, distinct_failures};
 pub use servers::{MAX_RESTARTS, ServerLoss, ServerRecord, Unavailable};
 
@@ -50,6 +52,7 @@ pub struct Run {
     settings: ClientSettings,
     context: ConnectionContext,
     servers: BTreeMap<String, ServerSlot>,
+    connector: Arc<dyn Connector>,
     /// The calls its steps made (or were refused for the run's cap): bounded by
     /// [`RunLimits::max_calls`](crate::RunLimits::max_calls).
     calls_made: AtomicUsize,
@@ -110,8 +113,16 @@ impl Run {
             settings,
             context,
             servers,
+            connector: Arc::new(Configured),
             calls_made: AtomicUsize::new(0),
         }
+    }
+
+    /// The run connects its servers with `connector` instead of as their configuration says
+    /// ([`Configured`]): a test drives a whole run over the in-memory transport so.
+    pub fn connecting_with(mut self, connector: impl Connector + 'static) -> Run {
+        self.connector = Arc::new(connector);
+        self
     }
 
     /// The run's id, as its ledger entries name it.
@@ -141,7 +152,7 @@ impl Run {
     /// The connection to `server`: set up on first use, started again when it died.
     pub async fn connection(&self, server: &str) -> Result<Arc<ServerConnection>, Unavailable> {
         self.slot(server)?
-            .connection(&self.settings, &self.context)
+            .connection(&*self.connector, &self.settings, &self.context)
             .await
     }
 

@@ -13,6 +13,7 @@ use crate::TakenFile;
 /// How one step (or one of its runs, for a step run once per file) ended.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum StepStatus {
     /// The tool answered.
     Completed,

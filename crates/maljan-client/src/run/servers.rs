@@ -9,6 +9,7 @@ use std::time::Duration;
 use maljan_breaker::CallGuard;
 use maljan_mcp_transport::{CloseReport, TransportCounts};
 
+use super::Connector;
 use crate::{ClientSettings, ConnectionContext, ServerCard, ServerConfig, ServerConnection};
 
 /// How many times a run connects a server again after its connection was lost: a stdio
@@ -148,6 +149,7 @@ impl ServerSlot {
     /// Callers at the same time wait for the same setup.
     pub(crate) async fn connection(
         &self,
+        connector: &dyn Connector,
         settings: &ClientSettings,
         context: &ConnectionContext,
     ) -> Result<Arc<ServerConnection>, Unavailable> {
@@ -174,7 +176,7 @@ impl ServerSlot {
         }
         state.starts += 1;
         let context = context.clone().with_call_guard(self.guard.clone());
-        match ServerConnection::connect(&self.config, settings.clone(), context).await {
+        match connector.connect(&self.config, settings, context).await {
             Ok(connection) => {
                 if state.card.is_none() {
                     state.card = connection.card().ok();

@@ -1,0 +1,3 @@
+//! What the client's tests share.
+
+pub(crate) mod memory_servers;
