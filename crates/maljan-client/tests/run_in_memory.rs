@@ -1,208 +1,16 @@
-//! A whole run driven over the in-memory transport: a pack of twenty steps with fan-out over
-//! globs, skipped steps, a server that cannot be set up and a resting one, and no process.
+//! A whole run driven over the in-memory transport: a pack of twenty-two steps with fan-out
+//! over globs, skipped steps, a server that cannot be set up, one that dies and a resting
+//! one, and no process.
 //! The clock is paused (a call never answered times out as soon as nothing else can run), so
 //! the run is the same every time; it is carried out a hundred times in a row.
 
 mod support;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::time::Duration;
 
-use maljan_client::{
-    BreakerSettings, CallOptions, ClientSettings, ConnectionContext, Job, Ledger, Pack, Run,
-    ServerCommand, ServerConfig, StepOutcome, StepStatus, distinct_failures,
-};
-use maljan_ledger::MemorySink;
-use maljan_mcp_proto::maljan::ErrorCode;
+use maljan_client::{StepOutcome, StepStatus, distinct_failures};
 use serde_json::json;
-use support::memory_servers::InMemory;
-
-/// Twenty steps over four servers.
-const PACK: &str = r#"
-[pack]
-name = "in-memory triage"
-
-[[step]]
-id = "unpack"
-server = "unpacker"
-tool = "unpack"
-arguments = { path = "$sample" }
-outputs = ["*"]
-
-[[step]]
-id = "info"
-server = "analyser"
-tool = "info"
-arguments = { path = "$unpack/*" }
-
-[[step]]
-id = "scripts"
-server = "analyser"
-tool = "strings"
-arguments = { path = "$unpack/*.js" }
-
-[[step]]
-id = "all_hashes"
-server = "analyser"
-tool = "hash"
-arguments = { paths = ["$unpack/*"] }
-
-[[step]]
-id = "payload"
-server = "analyser"
-tool = "info"
-arguments = { path = "$unpack/a.js" }
-
-[[step]]
-id = "extract"
-server = "unpacker"
-tool = "extract"
-arguments = { path = "$unpack/d.bin" }
-outputs = ["*.cfg"]
-
-[[step]]
-id = "configs"
-server = "analyser"
-tool = "info"
-arguments = { path = "$extract/*.cfg" }
-
-[[step]]
-id = "config_words"
-server = "analyser"
-tool = "strings"
-arguments = { path = "$extract/x.cfg" }
-
-[[step]]
-id = "quiet"
-server = "analyser"
-tool = "entropy"
-arguments = { path = "$extract/y.cfg" }
-
-[[step]]
-id = "entropy"
-server = "analyser"
-tool = "entropy"
-arguments = { path = "$unpack/*" }
-
-[[step]]
-id = "pair"
-server = "analyser"
-tool = "hash"
-arguments = { inner = { list = ["$unpack/a.js", "$unpack/b.js"] } }
-
-[[step]]
-id = "sample_info"
-server = "analyser"
-tool = "info"
-arguments = { path = "$sample" }
-
-[[step]]
-id = "refused"
-server = "analyser"
-tool = "fail"
-arguments = {}
-
-[[step]]
-id = "missing"
-server = "analyser"
-tool = "info"
-arguments = { path = "$unpack/nope.exe" }
-
-[[step]]
-id = "broken_sample"
-server = "broken"
-tool = "scan"
-arguments = { path = "$sample" }
-outputs = ["out.txt"]
-
-[[step]]
-id = "broken_text"
-server = "broken"
-tool = "scan"
-arguments = { path = "$unpack/c.txt" }
-
-[[step]]
-id = "after_broken"
-server = "analyser"
-tool = "info"
-arguments = { path = "$broken_sample/out.txt" }
-
-[[step]]
-id = "ping"
-server = "slowpoke"
-tool = "ping"
-arguments = {}
-
-[[step]]
-id = "ping_file"
-server = "slowpoke"
-tool = "ping"
-arguments = { path = "$unpack/a.js" }
-
-[[step]]
-id = "last_words"
-server = "analyser"
-tool = "strings"
-arguments = { path = "$unpack/c.txt" }
-"#;
-
-/// What a run of [`PACK`] came to, with its job kept alive.
-struct InMemoryRun {
-    outcomes: Vec<StepOutcome>,
-    end: maljan_client::RunEnd,
-    job: Arc<Job>,
-    ledger: MemorySink,
-    _dir: tempfile::TempDir,
-}
-
-fn config(name: &str) -> ServerConfig {
-    // The connector plays every server in memory: the command is never run.
-    ServerConfig::stdio(name, ServerCommand::new("/nonexistent/in-memory"))
-}
-
-/// Carries out [`PACK`] over the scripted servers, after one call to `slowpoke` that is
-/// never answered has made it rest.
-async fn run_pack() -> InMemoryRun {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let sample = dir.path().join("sample.bin");
-    std::fs::write(&sample, b"MZ sample bytes").expect("sample");
-    let job = Arc::new(Job::create(dir.path().join("job")).expect("job"));
-    job.add_sample(&sample).expect("sample added");
-    let mut settings = ClientSettings::default();
-    settings.default_timeout = Duration::from_secs(30);
-    settings.breaker = BreakerSettings {
-        unanswered_threshold: 1,
-        rest_s: 600,
-        ..BreakerSettings::default()
-    };
-    let ledger = MemorySink::default();
-    let context = ConnectionContext::default().with_ledger(Arc::new(Ledger::from(ledger.clone())));
-    let servers = ["unpacker", "analyser", "slowpoke", "broken"].map(config);
-    let run = Run::new(job.clone(), servers, settings, context).connecting_with(InMemory);
-    let hung = run
-        .call(
-            "slowpoke",
-            "hang",
-            json!({}),
-            &CallOptions::default().in_step("warm_up"),
-        )
-        .await;
-    assert_eq!(
-        hung.failure().map(|f| &f.code),
-        Some(&ErrorCode::Unanswered)
-    );
-    let pack = Pack::parse(PACK, "in-memory.toml").expect("pack");
-    let outcomes = run.execute(&pack).await.expect("accepted");
-    let end = run.finish().await;
-    InMemoryRun {
-        outcomes,
-        end,
-        job,
-        ledger,
-        _dir: dir,
-    }
-}
+use support::memory_run::{InMemoryRun, run_pack};
 
 /// Each step's outcomes as `status` words, runs sorted by instance.
 fn statuses(outcomes: &[StepOutcome]) -> BTreeMap<String, Vec<String>> {
@@ -250,6 +58,8 @@ fn check(run: &InMemoryRun) {
         ("after_broken", vec!["skipped"]),
         ("ping", vec!["failed server_resting"]),
         ("ping_file", vec!["failed server_resting"]),
+        ("crash", vec!["failed connection_lost"]),
+        ("outside", vec!["completed"]),
         ("last_words", vec!["completed"]),
     ]
     .into_iter()
@@ -305,26 +115,39 @@ fn check(run: &InMemoryRun) {
         })
         .count();
     assert_eq!(ledgered, calls + 1, "{ledgered} ledgered");
-    let servers: BTreeMap<&str, u32> = run
+    let servers: BTreeMap<&str, (u32, usize)> = run
         .end
         .servers
         .iter()
-        .map(|s| (s.server.as_str(), s.restarts))
+        .map(|s| (s.server.as_str(), (s.restarts, s.losses.len())))
         .collect();
     assert_eq!(
         servers,
         BTreeMap::from([
-            ("analyser", 0),
-            ("broken", 0),
-            ("slowpoke", 0),
-            ("unpacker", 0)
-        ])
+            ("analyser", (0, 0)),
+            ("broken", (0, 0)),
+            ("fragile", (0, 1)),
+            ("slowpoke", (0, 0)),
+            ("unpacker", (0, 0))
+        ]),
+        "fragile died under its one call, and nothing called it again"
+    );
+    let outside = run
+        .outcomes
+        .iter()
+        .find(|o| o.step == "outside")
+        .expect("run");
+    assert!(
+        matches!(&outside.taken[..], [maljan_client::TakenFile::NotTaken { words, .. }]
+            if words.contains("/etc/hostname is refused")),
+        "{:?}",
+        outside.taken
     );
     assert!(run.job.dir().join("outputs/unpack/a.js").is_file());
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_twenty_step_pack_runs_in_memory_the_same_way_a_hundred_times() {
+async fn a_twenty_two_step_pack_runs_in_memory_the_same_way_a_hundred_times() {
     for _ in 0..100 {
         let run = run_pack().await;
         check(&run);

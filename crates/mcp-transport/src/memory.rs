@@ -51,7 +51,7 @@ pub enum MemoryError {
 
 struct Shared {
     server: String,
-    pending: Mutex<HashMap<RequestId, oneshot::Sender<Reply>>>,
+    pending: Mutex<HashMap<RequestId, oneshot::Sender<Result<Reply, TransportFailure>>>>,
     counts: Mutex<TransportCounts>,
     protocol: Mutex<Option<ProtocolVersion>>,
     setup_ended: Mutex<bool>,
@@ -180,13 +180,15 @@ impl Transport for MemoryTransport {
             Ok(PendingReply::new(id, async move {
                 let reply = reply_rx.await;
                 drop(forget);
-                reply.map_err(|_| {
+                reply.unwrap_or_else(|_| {
                     let server = shared.server.clone();
-                    TransportFailure::lost(if shared.closed.load(Ordering::Acquire) {
-                        MemoryError::Closed { server }
-                    } else {
-                        MemoryError::PeerGone { server }
-                    })
+                    Err(TransportFailure::lost(
+                        if shared.closed.load(Ordering::Acquire) {
+                            MemoryError::Closed { server }
+                        } else {
+                            MemoryError::PeerGone { server }
+                        },
+                    ))
                 })
             }))
         })
@@ -248,7 +250,7 @@ impl MemoryPeer {
             Some(sender) => {
                 counts.messages += 1;
                 drop(counts);
-                sender.send(reply).is_ok()
+                sender.send(Ok(reply)).is_ok()
             }
             None => {
                 counts.invalid += 1;
@@ -274,6 +276,32 @@ impl MemoryPeer {
     }
 }
 
+impl Drop for MemoryPeer {
+    /// The server is gone: a request it never read fails as unsent (it reached no server),
+    /// one it read and left unanswered as lost.
+    fn drop(&mut self) {
+        self.from_client.close();
+        let mut unread = Vec::new();
+        while let Ok(message) = self.from_client.try_recv() {
+            if let Message::Request(request) = message {
+                unread.push(request.id);
+            }
+        }
+        let pending: Vec<_> = lock(&self.shared.pending).drain().collect();
+        let server = self.shared.server.clone();
+        for (id, reply) in pending {
+            let gone = MemoryError::PeerGone {
+                server: server.clone(),
+            };
+            let _ = reply.send(Err(if unread.contains(&id) {
+                TransportFailure::unsent(gone)
+            } else {
+                TransportFailure::lost(gone)
+            }));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -287,6 +315,25 @@ mod tests {
             Some(Message::Request(r)) => r.id,
             other => panic!("a request, not {other:?}"),
         }
+    }
+
+    #[tokio::test]
+    async fn a_peer_gone_fails_what_it_read_as_lost_and_what_it_never_read_as_unsent() {
+        let (client, mut peer) = pair("memory");
+        let read = client
+            .send_request(OutgoingRequest::new("a", None))
+            .await
+            .expect("sent");
+        let unread = client
+            .send_request(OutgoingRequest::new("b", None))
+            .await
+            .expect("sent");
+        request_id(&mut peer).await;
+        drop(peer);
+        let read = read.await.expect_err("lost");
+        assert!(read.is_lost() && !read.is_unsent(), "{read}");
+        let unread = unread.await.expect_err("unsent");
+        assert!(unread.is_unsent(), "{unread}");
     }
 
     #[tokio::test]

@@ -2,11 +2,13 @@
 //! for a run: no process, and every answer a function of the request.
 //!
 //! - `unpacker`: `unpack` writes four files into its staging directory and names them;
-//!   `extract` writes two `.cfg` files and names them.
+//!   `extract` writes two `.cfg` files and names them; `escape` names a file outside its
+//!   staging directory.
 //! - `analyser`: `info` (name and size of `path`), `strings` (the words of `path`), `hash`
 //!   (how many paths it was given, in `paths` or `inner.list`), `entropy` (the distinct bytes
 //!   of `path`), `fail` (a tool's error).
 //! - `slowpoke`: `hang` never answers; `ping` answers.
+//! - `fragile`: `crash` ends the server (its end of the transport dropped) under the call.
 //! - `broken`: answers `initialize` with a protocol version no client speaks.
 
 use std::path::{Path, PathBuf};
@@ -24,9 +26,10 @@ fn raw(value: Value) -> Box<serde_json::value::RawValue> {
 
 fn tools_of(server: &str) -> &'static [&'static str] {
     match server {
-        "unpacker" => &["unpack", "extract"],
+        "unpacker" => &["unpack", "extract", "escape"],
         "analyser" => &["info", "strings", "hash", "entropy", "fail"],
         "slowpoke" => &["hang", "ping"],
+        "fragile" => &["crash"],
         _ => &[],
     }
 }
@@ -109,6 +112,7 @@ fn call(server: &str, tool: &str, arguments: &Value, staging: &Path) -> Option<V
         ("analyser", "fail") => json!({"isError": true,
             "content": [{"type": "text", "text": "the tool found nothing to work on"}]}),
         ("slowpoke", "hang") => return None,
+        ("unpacker", "escape") => answer(json!({"files": [{"path": "/etc/hostname"}]})),
         ("slowpoke", "ping") => answer(json!({"pong": true})),
         _ => json!({"isError": true, "content": [{"type": "text", "text": "no such tool"}]}),
     })
@@ -141,6 +145,7 @@ async fn serve(mut peer: MemoryPeer, server: String, staging: PathBuf) {
                     .collect();
                 Reply::Result(raw(json!({"tools": tools})))
             }
+            "tools/call" if params["name"] == "crash" => return,
             "tools/call" => {
                 let tool = params["name"].as_str().unwrap_or_default();
                 match call(&server, tool, &params["arguments"], &staging) {
