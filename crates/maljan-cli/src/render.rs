@@ -106,8 +106,6 @@ pub(crate) fn job(job: &Job, taken: &[TakenFile]) -> String {
                     Some(step) => format!("a file {tool} wrote (step {step})"),
                     None => format!("a file {tool} wrote"),
                 },
-                Disclosed::Capture => "a capture".to_owned(),
-                Disclosed::Report => "a report".to_owned(),
                 Disclosed::JobFile => "a job file".to_owned(),
             };
             let mode = match d.mode {

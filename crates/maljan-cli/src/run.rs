@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use maljan_client::{
     ClientSettings, ConnectionContext, Job, Ledger, Pack, PackErrors, PackInfo, Run, RunReport,
-    ServerConfig, StepOutcome, Verdict,
+    ServerConfig, StepOutcome, Verdict, distinct_failures,
 };
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
@@ -211,14 +211,19 @@ impl Carried<'_> {
             origin: pack.origin().to_owned(),
             name: pack.name().map(str::to_owned),
         };
-        let report = RunReport::new(pack_info, &job, outcomes, &end, interrupted);
+        let report = RunReport::new(pack_info, &job, &outcomes, &end, interrupted);
         let written = report.write(job.dir());
         match format {
             Format::Json => print_json(&report),
             Format::Text => {
                 out!(
                     "{}",
-                    render::run_summary(&report.steps, &report.failures, &end.servers, total)
+                    render::run_summary(
+                        &outcomes,
+                        &distinct_failures(&outcomes),
+                        &end.servers,
+                        total
+                    )
                 );
                 outln!("verdict: {}", report.verdict.as_str());
                 outln!("job directory: {}", job.dir().display());
@@ -326,5 +331,7 @@ fn exit_code(verdict: Verdict) -> u8 {
         Verdict::Degraded => EXIT_DEGRADED,
         Verdict::Failed => EXIT_FAILED,
         Verdict::Interrupted => EXIT_INTERRUPTED,
+        // A verdict this build does not know is not a success.
+        _ => EXIT_FAILED,
     }
 }

@@ -42,7 +42,7 @@ mod modern;
 mod pack;
 mod progress;
 mod reach;
-mod report;
+pub mod report;
 mod run;
 mod server_connection;
 mod setup;
@@ -70,10 +70,7 @@ pub use maljan_mcp_transport::{CloseReport, StoppedBy, Transport, TransportCount
 pub use maljan_staging::SampleMount;
 pub use pack::{MAX_STEP_TIMEOUT_S, Pack, PackError, PackErrors, Step};
 pub use progress::{ProgressReporter, TransferProgress};
-pub use report::{
-    LossReport, PackInfo, REPORT_SCHEMA_VERSION, ReportFiles, RunReport, SampleInfo, ServerReport,
-    Verdict,
-};
+pub use report::{PackInfo, REPORT_SCHEMA_VERSION, ReportFiles, RunReport, SampleInfo, Verdict};
 pub use run::{
     Configured, Connector, DistinctFailure, HandedFile, MAX_RESTARTS, Run, RunEnd, ServerLoss,
     ServerRecord, StepOutcome, StepStatus, Unavailable, distinct_failures,

@@ -41,7 +41,7 @@ async fn report_json_v1_is_pinned_by_its_golden_file() {
             name: Some("in-memory triage".to_owned()),
         },
         &run.job,
-        run.outcomes.clone(),
+        &run.outcomes,
         &run.end,
         false,
     );
@@ -52,6 +52,12 @@ async fn report_json_v1_is_pinned_by_its_golden_file() {
         std::fs::write(GOLDEN, &got).expect("golden written");
     }
     let golden = std::fs::read_to_string(GOLDEN).expect("the golden file");
+    // A reader of report.json v1 reads it back whole.
+    let read: RunReport = serde_json::from_str(&golden).expect("report.json v1 reads back");
+    assert_eq!(
+        serde_json::to_value(&read).expect("JSON"),
+        serde_json::from_str::<Value>(&golden).expect("JSON")
+    );
     assert!(
         got == golden,
         "report.json v1 changed; if on purpose, raise REPORT_SCHEMA_VERSION and run with \

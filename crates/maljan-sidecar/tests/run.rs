@@ -185,7 +185,7 @@ async fn unpack_on_one_server_hands_its_members_to_tools_on_another() {
         origin: pack.origin().to_owned(),
         name: pack.name().map(str::to_owned),
     };
-    let report = RunReport::new(info, &setup.job, outcomes, &end, false);
+    let report = RunReport::new(info, &setup.job, &outcomes, &end, false);
     let files = report.write(setup.job.dir()).expect("written");
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&files.json).expect("report.json")).expect("JSON");
@@ -539,13 +539,16 @@ async fn a_run_stopped_during_an_upload_discloses_it_as_interrupted() {
         origin: "stop.toml".to_owned(),
         name: None,
     };
-    let report = RunReport::new(info, &job, Vec::new(), &end, true);
+    let report = RunReport::new(info, &job, &[], &end, true);
     assert_eq!(report.disclosures.len(), 1, "{:?}", report.disclosures);
     let upload = &report.disclosures[0];
     assert_eq!(upload.server, "remote");
     assert_eq!(upload.name, "big.bin");
     assert_eq!(upload.size, bytes.len() as u64);
-    assert_eq!(upload.outcome, DisclosureOutcome::Interrupted);
+    assert_eq!(
+        upload.outcome,
+        maljan_client::report::v1::Upload::Interrupted
+    );
     let markdown = report.to_markdown();
     assert!(markdown.contains("interrupted"), "{markdown}");
     assert!(!markdown.contains("Nothing was uploaded"), "{markdown}");

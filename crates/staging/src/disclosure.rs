@@ -17,10 +17,6 @@ pub enum Disclosed {
         /// The tool that wrote it.
         tool: String,
     },
-    /// A network capture.
-    Capture,
-    /// A report.
-    Report,
     /// Another file of the job's directory.
     JobFile,
 }

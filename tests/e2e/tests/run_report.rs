@@ -99,7 +99,7 @@ async fn the_report_names_a_failure_a_degraded_staging_a_file_not_taken_and_an_u
         origin: pack.origin().to_owned(),
         name: pack.name().map(str::to_owned),
     };
-    let files = RunReport::new(info, &job, outcomes, &end, false)
+    let files = RunReport::new(info, &job, &outcomes, &end, false)
         .write(job.dir())
         .expect("written");
     let report: Value =

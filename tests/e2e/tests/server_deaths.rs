@@ -62,7 +62,7 @@ async fn run_dying(cap: u32, steps: usize, tool: &str) -> Deaths {
             name: None,
         },
         &job,
-        outcomes.clone(),
+        &outcomes,
         &end,
         false,
     );

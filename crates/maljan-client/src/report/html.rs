@@ -3,8 +3,8 @@
 
 use std::fmt::Write;
 
+use super::v1::Taken;
 use super::{RunReport, Verdict, wording};
-use crate::TakenFile;
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:72rem;\
 padding:0 1rem;color:#1d2330}h1{font-size:1.5rem}h2{margin-top:2rem;border-bottom:1px solid #ccd}\
@@ -198,10 +198,10 @@ pub(super) fn render(report: &RunReport) -> String {
             .taken
             .iter()
             .map(|t| match t {
-                TakenFile::Taken { path, size, .. } => {
+                Taken::Taken { path, size, .. } => {
                     format!("taken <code>{}</code> ({size} bytes)", escape(path))
                 }
-                TakenFile::NotTaken { path, words, .. } => format!(
+                Taken::NotTaken { path, words, .. } => format!(
                     "<strong>not taken</strong> <code>{}</code>: {}",
                     escape(path),
                     escape(words)

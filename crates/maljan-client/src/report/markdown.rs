@@ -5,8 +5,8 @@ use std::fmt::Write;
 
 use serde_json::Value;
 
+use super::v1::Taken;
 use super::{RunReport, wording};
-use crate::TakenFile;
 use crate::is_active_control;
 
 /// Text for a table cell or a line of the report, inert whatever it holds: a server's
@@ -178,7 +178,7 @@ pub(super) fn render(report: &RunReport) -> String {
         let total = taken.len();
         for (step, file) in taken.into_iter().take(wording::MAX_ROWS) {
             match file {
-                TakenFile::Taken {
+                Taken::Taken {
                     path, size, sha256, ..
                 } => {
                     let _ = writeln!(
@@ -189,7 +189,7 @@ pub(super) fn render(report: &RunReport) -> String {
                         cell(sha256)
                     );
                 }
-                TakenFile::NotTaken { path, words, .. } => {
+                Taken::NotTaken { path, words, .. } => {
                     let _ = writeln!(
                         out,
                         "- {}: **not taken** {}: {}",

@@ -1,36 +1,23 @@
 //! The run report: what a run did, written into the job's directory as `report.json`
-//! (versioned), `report.md` and `report.html` (one self-contained page).
+//! (versioned: its types are [`v1`]'s, apart from the runtime types), `report.md` and
+//! `report.html` (one self-contained page).
 
 mod html;
 mod markdown;
+pub mod v1;
 mod wording;
 
 use std::io;
 use std::path::{Path, PathBuf};
 
-use maljan_mcp_transport::TransportCounts;
-use maljan_staging::{Degradation, Disclosure, DisclosureOutcome};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::{DistinctFailure, Job, RunEnd, ServerCard, StepOutcome, StepStatus, distinct_failures};
+pub use v1::{PackInfo, SampleInfo, Verdict};
+
+use crate::{Job, RunEnd, StepOutcome, StepStatus, distinct_failures};
 
 /// The version of `report.json`'s schema (documented in the workspace README).
-pub const REPORT_SCHEMA_VERSION: u32 = 1;
-
-/// How a run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    /// Every step completed and nothing was done with less.
-    Completed,
-    /// At least one step completed, and some failed or were skipped, or a file was not
-    /// staged.
-    Degraded,
-    /// No step completed.
-    Failed,
-    /// It was stopped (Ctrl-C, SIGTERM) before every step finished.
-    Interrupted,
-}
+pub const REPORT_SCHEMA_VERSION: u32 = v1::VERSION;
 
 impl Verdict {
     /// The verdict of a run that ended with `outcomes`, with `degraded` when a staging
@@ -53,72 +40,12 @@ impl Verdict {
             Verdict::Completed
         }
     }
-
-    /// Its name, as in the report.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Completed => "completed",
-            Verdict::Degraded => "degraded",
-            Verdict::Failed => "failed",
-            Verdict::Interrupted => "interrupted",
-        }
-    }
-}
-
-/// The pack a run carried out.
-#[derive(Debug, Clone, Serialize)]
-pub struct PackInfo {
-    /// Its file.
-    pub origin: String,
-    /// Its name, when it has one.
-    pub name: Option<String>,
-}
-
-/// The sample, as the report names it.
-#[derive(Debug, Clone, Serialize)]
-pub struct SampleInfo {
-    /// Its file name.
-    pub name: String,
-    /// Its size.
-    pub size: u64,
-    /// Its sha256.
-    pub sha256: String,
-}
-
-/// One server of the run.
-#[derive(Debug, Clone, Serialize)]
-pub struct ServerReport {
-    /// Its name.
-    pub server: String,
-    /// Its card (tools, unavailable ones with reason and remediation, protocol, transport),
-    /// when it was set up.
-    pub card: Option<ServerCard>,
-    /// How many times it was connected again after its connection was lost.
-    pub restarts: u32,
-    /// Each connection lost, in order, with why.
-    pub losses: Vec<LossReport>,
-    /// Why it last stopped or failed to start.
-    pub last_failure: Option<String>,
-    /// What each connection's stdout (or stream) held: messages, stray, invalid, salvaged,
-    /// oversized and blank lines.
-    pub connections: Vec<TransportCounts>,
-}
-
-/// A connection the run lost.
-#[derive(Debug, Clone, Serialize)]
-pub struct LossReport {
-    /// How the server's process ended (`exit status: 3`, `signal: 9 (SIGKILL)`), when it had
-    /// one and it ended.
-    pub exit: Option<String>,
-    /// The failure of the call that found the connection lost.
-    pub failure: String,
-    /// The last lines the server wrote on stderr.
-    pub stderr_tail: String,
 }
 
 /// What a run did: the verdict and each distinct failure once, the servers, every step, the
-/// disclosure block (every upload) and the degradation reasons.
-#[derive(Debug, Clone, Serialize)]
+/// disclosure block (every upload) and the degradation reasons. Its fields are the schema's
+/// own types ([`v1`]), made from the run's when the report is made.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct RunReport {
     /// [`REPORT_SCHEMA_VERSION`].
@@ -134,16 +61,16 @@ pub struct RunReport {
     /// How the run ended.
     pub verdict: Verdict,
     /// Each distinct failure once, with its count and steps.
-    pub failures: Vec<DistinctFailure>,
+    pub failures: Vec<v1::DistinctFailure>,
     /// The servers.
-    pub servers: Vec<ServerReport>,
+    pub servers: Vec<v1::Server>,
     /// Every step's outcome (one per file for a step run once per matching file), in the
     /// order they finished.
-    pub steps: Vec<StepOutcome>,
+    pub steps: Vec<v1::Step>,
     /// Every upload: what was sent where.
-    pub disclosures: Vec<Disclosure>,
+    pub disclosures: Vec<v1::Disclosure>,
     /// What was done with less, and why.
-    pub degradations: Vec<Degradation>,
+    pub degradations: Vec<v1::Degradation>,
 }
 
 /// Where a report was written.
@@ -163,7 +90,7 @@ impl RunReport {
     pub fn new(
         pack: PackInfo,
         job: &Job,
-        outcomes: Vec<StepOutcome>,
+        outcomes: &[StepOutcome],
         end: &RunEnd,
         interrupted: bool,
     ) -> RunReport {
@@ -171,7 +98,7 @@ impl RunReport {
         let verdict = if interrupted {
             Verdict::Interrupted
         } else {
-            Verdict::of(&outcomes, !degradations.is_empty())
+            Verdict::of(outcomes, !degradations.is_empty())
         };
         RunReport {
             schema_version: REPORT_SCHEMA_VERSION,
@@ -187,40 +114,14 @@ impl RunReport {
                 sha256: s.sha256,
             }),
             verdict,
-            failures: distinct_failures(&outcomes),
-            servers: end
-                .servers
+            failures: distinct_failures(outcomes)
                 .iter()
-                .map(|s| ServerReport {
-                    server: s.server.clone(),
-                    card: s.card.clone(),
-                    restarts: s.restarts,
-                    losses: s
-                        .losses
-                        .iter()
-                        .map(|loss| LossReport {
-                            exit: loss.exit.clone(),
-                            failure: loss.failure.clone(),
-                            stderr_tail: loss.stderr_tail.clone(),
-                        })
-                        .collect(),
-                    last_failure: s.last_failure.clone(),
-                    connections: s.connections.iter().map(|c| c.counts).collect(),
-                })
+                .map(v1::DistinctFailure::from)
                 .collect(),
-            steps: outcomes,
-            // An upload still under way when the report is made was cut short.
-            disclosures: job
-                .disclosures()
-                .into_iter()
-                .map(|mut d| {
-                    if d.outcome == DisclosureOutcome::InProgress {
-                        d.outcome = DisclosureOutcome::Interrupted;
-                    }
-                    d
-                })
-                .collect(),
-            degradations,
+            servers: end.servers.iter().map(v1::Server::from).collect(),
+            steps: outcomes.iter().map(v1::Step::from).collect(),
+            disclosures: job.disclosures().iter().map(v1::Disclosure::from).collect(),
+            degradations: degradations.iter().map(v1::Degradation::from).collect(),
         }
     }
 
@@ -259,18 +160,17 @@ fn write_whole(path: &Path, bytes: &[u8]) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::StepStatus;
 
     #[test]
     fn a_long_run_shows_its_first_rows_and_counts_the_rest() {
-        let step = StepOutcome {
+        let step = v1::Step {
             step: "s".into(),
             instance: None,
             server: "x".into(),
             tool: "t".into(),
             arguments: serde_json::json!({}),
             resolved: None,
-            status: StepStatus::Completed,
+            status: v1::StepStatus::Completed,
             answer: None,
             taken: Vec::new(),
             handed: Vec::new(),
