@@ -263,12 +263,17 @@ fn half_open_connections_do_not_lock_out_a_caller_with_the_token() {
         started.elapsed()
     );
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
-    let open = sockets_of(sidecar.pid());
-    // Its connections from this address, the listener and a few on their way out.
-    assert!(
-        open <= support::CONNECTIONS_PER_PEER + 4,
-        "the server holds {open} sockets"
-    );
+    // Its connections from this address, the listener and a few on their way out. An
+    // evicted connection's socket closes when its task next runs, which on a busy machine
+    // may come after the answer: the count is read until it holds, for at most 10 s.
+    let bound = support::CONNECTIONS_PER_PEER + 4;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut open = sockets_of(sidecar.pid());
+    while open > bound && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+        open = sockets_of(sidecar.pid());
+    }
+    assert!(open <= bound, "the server holds {open} sockets");
     drop(held);
 }
 
