@@ -3,19 +3,23 @@
 
 mod as_transport;
 mod child;
+mod connection_state;
 mod error;
+mod reader;
 mod stderr;
 mod stdio_transport;
 mod stdout_reader;
+mod writer;
 
 use std::time::Duration;
 
 pub use child::ServerCommand;
+pub use connection_state::PendingRequest;
 pub use error::{SpawnError, StdioError};
 pub use maljan_mcp_proto::jsonrpc::Reply;
 pub use maljan_mcp_transport::{CloseReport, EndsSetup, StoppedBy};
 pub use stderr::{STDERR_TAIL_BYTES, STDERR_TAIL_LINES};
-pub use stdio_transport::{PendingRequest, StdioTransport};
+pub use stdio_transport::StdioTransport;
 
 use maljan_mcp_proto::mcp::ServerRequestPolicy;
 
