@@ -1,0 +1,80 @@
+//! What a Streamable HTTP connection is set up with, and what its replies held.
+
+use std::time::Duration;
+
+use maljan_mcp_proto::mcp::ServerRequestPolicy;
+
+use crate::DEFAULT_MAX_EVENT_BYTES;
+
+/// Settings of a Streamable HTTP connection.
+///
+/// ```
+/// use maljan_mcp_http::HttpConfig;
+/// let config = HttpConfig::new("remote", "http://127.0.0.1:8080/mcp");
+/// assert_eq!(config.max_event_bytes, 32 * 1024 * 1024);
+/// ```
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct HttpConfig {
+    /// The server's name, for logs and errors.
+    pub name: String,
+    /// The MCP endpoint.
+    pub url: String,
+    /// Extra headers sent with every request.
+    pub headers: Vec<(String, String)>,
+    /// A bearer token sent as `Authorization: Bearer …` (never logged).
+    pub bearer_token: Option<String>,
+    /// The bound on one reply (JSON body or SSE event), in bytes.
+    pub max_event_bytes: usize,
+    /// How long connecting may take.
+    pub connect_timeout: Duration,
+    /// How the server's own requests (`ping`, `elicitation/create`, `roots/list`…) are
+    /// answered.
+    pub server_requests: ServerRequestPolicy,
+}
+
+impl std::fmt::Debug for HttpConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpConfig")
+            .field("name", &self.name)
+            .field("url", &crate::redact_credentials(&self.url))
+            .field(
+                "headers",
+                &self.headers.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+            )
+            .field(
+                "bearer_token",
+                &self.bearer_token.as_ref().map(|_| "<redacted>"),
+            )
+            .field("max_event_bytes", &self.max_event_bytes)
+            .finish()
+    }
+}
+
+impl HttpConfig {
+    /// Defaults for an endpoint.
+    pub fn new(name: impl Into<String>, url: impl Into<String>) -> Self {
+        HttpConfig {
+            name: name.into(),
+            url: url.into(),
+            headers: Vec::new(),
+            bearer_token: None,
+            max_event_bytes: DEFAULT_MAX_EVENT_BYTES,
+            connect_timeout: Duration::from_secs(10),
+            server_requests: ServerRequestPolicy::default(),
+        }
+    }
+}
+
+/// What a connection's replies held, for the server card.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HttpCounts {
+    /// Valid messages received.
+    pub messages: u64,
+    /// Invalid messages stated.
+    pub invalid: u64,
+    /// Events over the bound, dropped.
+    pub oversized: u64,
+    /// Answers to no request waiting (late, or an id never sent), dropped.
+    pub unmatched: u64,
+}

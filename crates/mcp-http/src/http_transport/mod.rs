@@ -1,0 +1,280 @@
+//! A Streamable HTTP connection: the session it keeps, and what its parts share (the
+//! requests waiting for answers, the counts, the listener).
+
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use maljan_mcp_proto::jsonrpc::{Notification, RequestId};
+use maljan_mcp_proto::mcp::headers;
+use reqwest::header::{ACCEPT, HeaderMap, HeaderName, HeaderValue};
+use tokio::sync::mpsc;
+
+mod config;
+mod listener;
+mod modern_headers;
+mod post;
+mod stream;
+
+pub use config::{HttpConfig, HttpCounts};
+
+use crate::HttpError;
+use crate::waiting::WaitingRequests;
+
+const SESSION_HEADER: &str = "mcp-session-id";
+const LAST_EVENT_ID: &str = "last-event-id";
+/// How many times a cut reply stream is resumed before giving up.
+const MAX_RESUMES: u32 = 5;
+/// The longest a server's `retry` may make a cut stream wait before it is resumed: a
+/// hostile or mistaken value (hours) does not stall a call.
+const MAX_RETRY_DELAY: Duration = Duration::from_secs(30);
+
+struct SessionState {
+    config: HttpConfig,
+    client: reqwest::Client,
+    session: Mutex<Option<String>>,
+    protocol_version: Mutex<Option<String>>,
+    next_id: AtomicI64,
+    counts: Mutex<HttpCounts>,
+    notifications: mpsc::Sender<Notification>,
+    incoming: Mutex<Option<mpsc::Receiver<Notification>>>,
+    listener: Mutex<Option<tokio::task::AbortHandle>>,
+    /// Whether the standalone GET stream is open: an answer may then arrive on it.
+    listening: AtomicBool,
+    waiting: WaitingRequests,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A connection to an MCP server over Streamable HTTP: one endpoint, each message a POST,
+/// replies as JSON or as an SSE stream, the session id kept and echoed.
+///
+/// Cancel safety: dropping a request's future aborts its HTTP request; send
+/// `notifications/cancelled` for the server's sake (disconnecting is not cancelling).
+#[derive(Clone)]
+pub struct HttpTransport {
+    state: Arc<SessionState>,
+}
+
+impl std::fmt::Debug for HttpTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpTransport")
+            .field("config", &self.state.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How many redirects one request follows.
+const MAX_REDIRECTS: usize = 5;
+
+/// Redirects followed only within the server's origin: the token, the configured headers
+/// and the request's body would go with it to any other, so another origin is refused,
+/// named in the error.
+fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let origin = |url: &reqwest::Url| url.origin();
+        let first = attempt.previous().first().map(origin);
+        if first.as_ref() != Some(&origin(attempt.url())) {
+            let target = crate::redact_credentials(attempt.url().as_str());
+            return attempt.error(format!(
+                "the server redirected to another origin, {target}; redirects are not \
+                 followed there (the token and configured headers would go with them): \
+                 configure that URL instead if it is trusted"
+            ));
+        }
+        if attempt.previous().len() > MAX_REDIRECTS {
+            return attempt.error(format!("more than {MAX_REDIRECTS} redirects"));
+        }
+        attempt.follow()
+    })
+}
+
+impl HttpTransport {
+    /// A connection (nothing is sent until the first request); take the receiver of the
+    /// server's notifications with [`take_notifications`](Self::take_notifications).
+    pub fn new(config: HttpConfig) -> Result<HttpTransport, HttpError> {
+        let misconfigured = |detail: String| HttpError::Config {
+            server: config.name.clone(),
+            detail,
+        };
+        let mut headers = HeaderMap::new();
+        for (name, value) in &config.headers {
+            let name = HeaderName::try_from(name.as_str())
+                .map_err(|e| misconfigured(format!("header name {name:?}: {e}")))?;
+            let value = HeaderValue::try_from(value.as_str())
+                .map_err(|e| misconfigured(format!("the value of header {name}: {e}")))?;
+            headers.insert(name, value);
+        }
+        let url = reqwest::Url::parse(&config.url).map_err(|e| {
+            misconfigured(format!(
+                "the URL {} is not one: {e}",
+                crate::redact_credentials(&config.url)
+            ))
+        })?;
+        let configured_authorization =
+            config.bearer_token.is_some() || headers.contains_key(reqwest::header::AUTHORIZATION);
+        if configured_authorization && (!url.username().is_empty() || url.password().is_some()) {
+            return Err(misconfigured(
+                "the URL carries credentials (user:password@) and a token or Authorization \
+                 header is configured too: one would silently replace the other; keep one"
+                    .to_owned(),
+            ));
+        }
+        if let Some(token) = &config.bearer_token {
+            let mut value = HeaderValue::try_from(format!("Bearer {token}")).map_err(|_| {
+                misconfigured("the bearer token is not a valid header value".to_owned())
+            })?;
+            value.set_sensitive(true);
+            headers.insert(reqwest::header::AUTHORIZATION, value);
+        }
+        let client = reqwest::Client::builder()
+            .default_headers(headers)
+            .redirect(same_origin_redirects())
+            .connect_timeout(config.connect_timeout)
+            .build()
+            .map_err(|e| misconfigured(e.to_string()))?;
+        let (tx, rx) = mpsc::channel(256);
+        Ok(HttpTransport {
+            state: Arc::new(SessionState {
+                config,
+                client,
+                session: Mutex::default(),
+                protocol_version: Mutex::default(),
+                next_id: AtomicI64::new(1),
+                counts: Mutex::default(),
+                notifications: tx,
+                incoming: Mutex::new(Some(rx)),
+                listener: Mutex::default(),
+                listening: AtomicBool::new(false),
+                waiting: WaitingRequests::default(),
+            }),
+        })
+    }
+
+    /// The server's name.
+    pub fn server(&self) -> &str {
+        &self.state.config.name
+    }
+
+    /// Takes the receiver of the server's notifications, once. Notifications that arrive
+    /// while it is full or not taken are dropped.
+    pub fn take_notifications(&self) -> Option<mpsc::Receiver<Notification>> {
+        lock(&self.state.incoming).take()
+    }
+
+    /// The session id the server gave, if any.
+    pub fn session_id(&self) -> Option<String> {
+        lock(&self.state.session).clone()
+    }
+
+    /// Sends `MCP-Protocol-Version` from now on (after `initialize`).
+    pub fn set_protocol_version(&self, version: &str) {
+        *lock(&self.state.protocol_version) = Some(version.to_owned());
+    }
+
+    /// The endpoint's origin, `scheme://host:port` (the default port included), when its
+    /// URL has a host.
+    ///
+    /// ```
+    /// use maljan_mcp_http::{HttpConfig, HttpTransport};
+    /// let t = HttpTransport::new(HttpConfig::new("r", "https://user:pw@example.org/mcp")).unwrap();
+    /// assert_eq!(t.origin().as_deref(), Some("https://example.org:443"));
+    /// ```
+    pub fn origin(&self) -> Option<String> {
+        let url = reqwest::Url::parse(&self.state.config.url).ok()?;
+        let host = url.host_str()?;
+        let port = url.port_or_known_default()?;
+        Some(format!("{}://{host}:{port}", url.scheme()))
+    }
+
+    /// What replies held so far.
+    pub fn counts(&self) -> HttpCounts {
+        *lock(&self.state.counts)
+    }
+
+    /// A fresh request id.
+    pub fn next_id(&self) -> RequestId {
+        RequestId::Integer(self.state.next_id.fetch_add(1, Ordering::Relaxed))
+    }
+
+    fn unreachable(&self, e: reqwest::Error) -> HttpError {
+        HttpError::Unreachable {
+            server: self.server().to_owned(),
+            url: crate::redact_credentials(&self.state.config.url),
+            detail: error_chain(&e),
+            // Without its URL: the source must not carry credentials a URL held.
+            source: Some(Arc::new(e.without_url())),
+        }
+    }
+
+    fn bad_reply(&self, detail: impl Into<String>) -> HttpError {
+        HttpError::BadReply {
+            server: self.server().to_owned(),
+            detail: detail.into(),
+        }
+    }
+
+    /// A GET of the endpoint's SSE stream, resuming after `last_event_id` when given.
+    fn get_stream(&self, last_event_id: Option<&str>) -> reqwest::RequestBuilder {
+        let mut get = self
+            .state
+            .client
+            .get(&self.state.config.url)
+            .header(ACCEPT, "text/event-stream");
+        if let Some(id) = last_event_id {
+            get = get.header(LAST_EVENT_ID, id);
+        }
+        if let Some(session) = self.session_id() {
+            get = get.header(SESSION_HEADER, session);
+        }
+        if let Some(version) = lock(&self.state.protocol_version).clone() {
+            get = get.header(headers::PROTOCOL_VERSION, version);
+        }
+        get
+    }
+
+    /// Stops the GET stream and ends the session with DELETE (a server that answers 405
+    /// keeps it; that is fine).
+    pub async fn close(&self) {
+        if let Some(listener) = lock(&self.state.listener).take() {
+            listener.abort();
+        }
+        self.state.waiting.close();
+        let Some(session) = lock(&self.state.session).take() else {
+            return;
+        };
+        let request = self
+            .state
+            .client
+            .delete(&self.state.config.url)
+            .header(SESSION_HEADER, session);
+        match request.send().await {
+            Ok(r) if r.status() == reqwest::StatusCode::METHOD_NOT_ALLOWED => {
+                tracing::debug!(
+                    server = self.server(),
+                    "the server keeps its sessions (DELETE: 405)"
+                );
+            }
+            Ok(_) => {}
+            Err(e) => tracing::debug!(
+                server = self.server(),
+                "ending the session failed: {}",
+                error_chain(&e)
+            ),
+        }
+    }
+}
+
+/// An error and its causes, one line, without credentials a URL in it carried.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    crate::redact_credentials(&text)
+}

@@ -1,0 +1,247 @@
+//! Each message a POST: the request and its reply (JSON, or an SSE stream read to the
+//! answer), the status checked, a notification or an answer to the server posted.
+
+use futures::StreamExt;
+use maljan_mcp_proto::json_writer::request_line;
+use maljan_mcp_proto::jsonrpc::{
+    DecodedLine, ErrorResponse, Message, Notification, Reply, Request, RequestId, decode_line,
+};
+use maljan_mcp_proto::mcp::{headers, methods};
+use reqwest::header::{ACCEPT, CONTENT_TYPE};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use super::modern_headers::ModernHeaders;
+use super::{HttpTransport, SESSION_HEADER, lock};
+use crate::HttpError;
+
+impl HttpTransport {
+    pub(super) fn post(&self, body: Vec<u8>) -> reqwest::RequestBuilder {
+        self.post_as(body, None)
+    }
+
+    /// A POST of `body`; a modern request's headers say its version, method and name.
+    pub(super) fn post_as(
+        &self,
+        body: Vec<u8>,
+        modern: Option<&ModernHeaders>,
+    ) -> reqwest::RequestBuilder {
+        let mut request = self
+            .state
+            .client
+            .post(&self.state.config.url)
+            .header(ACCEPT, "application/json, text/event-stream")
+            .header(CONTENT_TYPE, "application/json")
+            .body(body);
+        if let Some(session) = self.session_id() {
+            request = request.header(SESSION_HEADER, session);
+        }
+        match modern {
+            Some(modern) => {
+                request = request
+                    .header(headers::PROTOCOL_VERSION, &modern.version)
+                    .header(headers::METHOD, &modern.method);
+                if let Some(name) = &modern.name {
+                    request = request.header(headers::NAME, name);
+                }
+            }
+            None => {
+                if let Some(version) = lock(&self.state.protocol_version).clone() {
+                    request = request.header(headers::PROTOCOL_VERSION, version);
+                }
+            }
+        }
+        request
+    }
+
+    /// Fails on statuses other than success, naming an expired session.
+    pub(super) async fn check_status(
+        &self,
+        response: reqwest::Response,
+        sent_session: Option<&str>,
+    ) -> Result<reqwest::Response, HttpError> {
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        if status == reqwest::StatusCode::NOT_FOUND
+            && let Some(session) = sent_session
+        {
+            return Err(HttpError::SessionExpired {
+                server: self.server().to_owned(),
+                session: session.to_owned(),
+            });
+        }
+        let body = response.text().await.unwrap_or_default();
+        Err(HttpError::Status {
+            server: self.server().to_owned(),
+            status: status.as_u16(),
+            body: body.chars().take(200).collect(),
+        })
+    }
+
+    /// Sends a request and waits for its response, from a JSON reply or an SSE stream
+    /// (resumed with `Last-Event-ID` after the server's `retry` delay when cut).
+    pub async fn request(
+        &self,
+        id: RequestId,
+        method: &str,
+        params: Option<Box<RawValue>>,
+    ) -> Result<Reply, HttpError> {
+        let body = Message::Request(Request {
+            id: id.clone(),
+            method: method.to_owned(),
+            params,
+        })
+        .to_line();
+        self.request_body(body, id, method, None).await
+    }
+
+    /// [`request`](Self::request) with params as a JSON value, written straight into the
+    /// request's body ([`request_line`]): large arguments, a file chunk's base64 among them,
+    /// are neither escaped byte by byte nor copied into a raw value first. The value is
+    /// dropped once written, before the request is sent.
+    ///
+    /// ```no_run
+    /// # async fn call(connection: &maljan_mcp_http::HttpTransport) {
+    /// let params = serde_json::json!({"name": "get_file", "arguments": {"path": "a.bin"}});
+    /// let id = connection.next_id();
+    /// let reply = connection.request_json(id, "tools/call", params).await.unwrap();
+    /// # }
+    /// ```
+    pub async fn request_json(
+        &self,
+        id: RequestId,
+        method: &str,
+        params: Value,
+    ) -> Result<Reply, HttpError> {
+        let modern = ModernHeaders::of(method, &params);
+        let body = request_line(&id, method, &params);
+        drop(params);
+        self.request_body(body, id, method, modern).await
+    }
+
+    /// POSTs a request's body and reads its response. A modern request refused with a
+    /// JSON-RPC error in the body (400 with `-32022`, say) gets that error as its reply.
+    pub(super) async fn request_body(
+        &self,
+        body: Vec<u8>,
+        id: RequestId,
+        method: &str,
+        modern: Option<ModernHeaders>,
+    ) -> Result<Reply, HttpError> {
+        let mut wait = self.state.waiting.register(id);
+        let sent_session = self.session_id();
+        let response = self
+            .post_as(body, modern.as_ref())
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))?;
+        if modern.is_some() && response.status().is_client_error() {
+            return self.refused_modern(response).await;
+        }
+        let response = self.check_status(response, sent_session.as_deref()).await?;
+        if method == methods::INITIALIZE
+            && let Some(session) = response
+                .headers()
+                .get(SESSION_HEADER)
+                .and_then(|v| v.to_str().ok())
+        {
+            *lock(&self.state.session) = Some(session.to_owned());
+        }
+        let content_type = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        if content_type.starts_with("text/event-stream") {
+            self.read_stream(response, &mut wait).await
+        } else if content_type.starts_with("application/json") {
+            let body = self.read_body(response).await?;
+            self.handle_line(&body).await?;
+            match wait.try_take() {
+                Some(end) => self.ended(end),
+                None => Err(self.bad_reply("the JSON reply holds no response to the request")),
+            }
+        } else {
+            Err(self.bad_reply(format!(
+                "the reply's content type is {content_type:?}, not JSON or an SSE stream"
+            )))
+        }
+    }
+
+    /// A modern request's 4xx: the JSON-RPC error its body holds, else the status.
+    pub(super) async fn refused_modern(
+        &self,
+        response: reqwest::Response,
+    ) -> Result<Reply, HttpError> {
+        let status = response.status().as_u16();
+        let body = self.read_body(response).await.unwrap_or_default();
+        match decode_line(&body, false) {
+            DecodedLine::Message(Message::Error(ErrorResponse { error, .. })) => {
+                lock(&self.state.counts).messages += 1;
+                Ok(Reply::Error(error))
+            }
+            _ => Err(HttpError::Status {
+                server: self.server().to_owned(),
+                status,
+                body: String::from_utf8_lossy(&body).chars().take(200).collect(),
+            }),
+        }
+    }
+
+    pub(super) async fn read_body(
+        &self,
+        response: reqwest::Response,
+    ) -> Result<Vec<u8>, HttpError> {
+        let max = self.state.config.max_event_bytes;
+        let mut body = Vec::new();
+        let mut stream = response.bytes_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| self.unreachable(e))?;
+            if body.len() + chunk.len() > max {
+                lock(&self.state.counts).oversized += 1;
+                return Err(self.bad_reply(format!("the JSON reply is over the {max}-byte bound")));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
+    }
+
+    /// Sends a notification; the server answers 202 Accepted. Once
+    /// `notifications/initialized` is accepted, the GET stream is opened (see
+    /// [`listen`](Self::listen)) and waited for, so that a server's request or answer sent
+    /// there during the first call has a stream to go on.
+    pub async fn notify(
+        &self,
+        method: &str,
+        params: Option<Box<RawValue>>,
+    ) -> Result<(), HttpError> {
+        self.send(&Message::Notification(Notification {
+            method: method.to_owned(),
+            params,
+        }))
+        .await?;
+        if method == methods::INITIALIZED {
+            self.open_listener().await;
+        }
+        Ok(())
+    }
+
+    /// POSTs one message with the session's headers and checks the status.
+    pub(super) async fn send(&self, message: &Message) -> Result<reqwest::Response, HttpError> {
+        self.post_checked(message.to_line()).await
+    }
+
+    /// POSTs a body with the session's headers and checks the status.
+    pub(super) async fn post_checked(&self, body: Vec<u8>) -> Result<reqwest::Response, HttpError> {
+        let sent_session = self.session_id();
+        let response = self
+            .post(body)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))?;
+        self.check_status(response, sent_session.as_deref()).await
+    }
+}
