@@ -10,6 +10,8 @@
 
 mod access;
 mod connections;
+mod legacy;
+mod modern;
 mod options;
 mod sessions;
 
@@ -21,31 +23,28 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{ConnectInfo, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use maljan_mcp_proto::jsonrpc::{
-    DecodedLine, ErrorObject, ErrorResponse, Message, Request, RequestId, decode_line, error_codes,
+    DecodedLine, ErrorObject, ErrorResponse, Message, RequestId, decode_line, error_codes,
 };
-use maljan_mcp_proto::maljan::JobKey;
 use maljan_mcp_proto::mcp::headers as modern_headers;
-use maljan_mcp_proto::mcp::{
-    CancelledParams, MODERN_VERSION, decode_header_value, methods, modern_error_codes,
-};
-use sha2::{Digest, Sha256};
+use maljan_mcp_proto::mcp::{decode_header_value, methods};
 
+use crate::Server;
 use crate::era::{self, RequestEra};
-use crate::job::lock;
-use crate::server::{Answer, CallJob, InFlight, encode, error_reply};
+use crate::server::{encode, error_reply};
 use crate::tool::Cancellation;
-use crate::{JobDir, Server};
-use access::{Caller, check_caller, refuse};
+use access::{check_caller, refuse};
 use connections::serve_connections;
+use legacy::{handle_delete, initialize, legacy_post};
+use modern::modern_post;
 pub use options::{
     BODY_TIMEOUT, HEADER_TIMEOUT, HttpOptions, MAX_BODY_BYTES_HELD, MAX_CONNECTIONS,
     MAX_CONNECTIONS_PER_PEER, MAX_REQUEST_BYTES, MAX_SESSIONS, MAX_SESSIONS_PER_PEER, SESSION_IDLE,
 };
-use sessions::{OpenRefusal, Sessions};
+use sessions::Sessions;
 
 const SESSION_HEADER: &str = "mcp-session-id";
 /// The methods a modern request may name here; any other is 404 with `-32601`.
@@ -226,242 +225,6 @@ fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
     decode_header_value(headers.get(name)?.to_str().ok()?)
 }
 
-/// Where a stateless call works: the job its key names for this caller (made at its first
-/// call), or, without a key, a job of its own that ends with the call.
-fn stateless_job(
-    state: &HttpState,
-    caller: Caller,
-    meta: Option<&serde_json::Map<String, serde_json::Value>>,
-) -> Result<Arc<JobDir>, ErrorObject> {
-    let key = JobKey::in_meta(meta)
-        .map_err(|e| ErrorObject::new(error_codes::INVALID_PARAMS, e.to_string()))?;
-    let Some(key) = key else {
-        return JobDir::temporary().map_err(|e| {
-            ErrorObject::new(
-                error_codes::INTERNAL_ERROR,
-                format!("no job directory could be made: {e}"),
-            )
-        });
-    };
-    state
-        .stateless
-        .get_or_open(job_binding(&key, caller.token), caller.peer)
-        .map(|session| session.job.clone())
-        .map_err(|refusal| ErrorObject::new(error_codes::INTERNAL_ERROR, refusal.to_string()))
-}
-
-/// What a stateless job is filed under: its key bound to the token its caller showed, so
-/// that a key alone, sent with another token, reaches another job.
-fn job_binding(key: &JobKey, token: Option<[u8; 32]>) -> [u8; 32] {
-    let mut digest = Sha256::new();
-    digest.update(b"maljan stateless job\0");
-    digest.update(token.unwrap_or([0; 32]));
-    digest.update(key.as_str().as_bytes());
-    digest.finalize().into()
-}
-
-/// A modern request: stateless, its headers matching its body, its calls run in the job
-/// its key names.
-async fn modern_post(
-    state: &Arc<HttpState>,
-    caller: Caller,
-    headers: &HeaderMap,
-    request: Request,
-) -> Response {
-    let mismatch = |detail: String| {
-        error_response(
-            StatusCode::BAD_REQUEST,
-            Some(request.id.clone()),
-            modern_error_codes::HEADER_MISMATCH,
-            detail,
-        )
-    };
-    if header_text(headers, modern_headers::PROTOCOL_VERSION).as_deref() != Some(MODERN_VERSION) {
-        return mismatch(format!(
-            "the MCP-Protocol-Version header must be {MODERN_VERSION:?}, as in _meta"
-        ));
-    }
-    if header_text(headers, modern_headers::METHOD).as_deref() != Some(request.method.as_str()) {
-        return mismatch(format!(
-            "the Mcp-Method header must be {:?}, the body's method",
-            request.method
-        ));
-    }
-    if !MODERN_METHODS.contains(&request.method.as_str()) {
-        return error_response(
-            StatusCode::NOT_FOUND,
-            Some(request.id),
-            error_codes::METHOD_NOT_FOUND,
-            format!("this server does not serve {}", request.method),
-        );
-    }
-    if request.method != methods::TOOLS_CALL {
-        return match state.server.answer(request) {
-            Answer::Line(line) => json_response(StatusCode::OK, line),
-            Answer::Call(id, _) => error_response(
-                StatusCode::BAD_REQUEST,
-                Some(id),
-                error_codes::INVALID_REQUEST,
-                "not a tool call".to_owned(),
-            ),
-        };
-    }
-    let Some(name) = header_text(headers, modern_headers::NAME) else {
-        return mismatch("a tools/call needs the Mcp-Name header, naming its tool".to_owned());
-    };
-    let (id, params) = match state.server.answer(request) {
-        Answer::Call(id, params) => (id, params),
-        Answer::Line(line) => return json_response(StatusCode::OK, line),
-    };
-    let cancellation = Cancellation::default();
-    // The era cancels a call by closing its stream: the request's future is then dropped.
-    let _client_gone = CancelOnDrop(cancellation.clone());
-    let chooser = state.clone();
-    let job = CallJob::ChosenBy(Box::new(move |meta| stateless_job(&chooser, caller, meta)));
-    let call = state
-        .server
-        .clone()
-        .call_named(id.clone(), params, job, cancellation, Some(name));
-    match tokio::spawn(call).await {
-        Ok(Ok(line)) => json_response(StatusCode::OK, line),
-        Ok(Err((_, refusal))) => json_response(StatusCode::BAD_REQUEST, refusal),
-        Err(_) => error_response(
-            StatusCode::OK,
-            Some(id),
-            error_codes::INTERNAL_ERROR,
-            "the call was cancelled".to_owned(),
-        ),
-    }
-}
-
-/// A legacy message: under the session its `Mcp-Session-Id` names.
-async fn legacy_post(state: &Arc<HttpState>, headers: &HeaderMap, message: Message) -> Response {
-    let Some(session_id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
-        return error_response(
-            StatusCode::BAD_REQUEST,
-            message.id().cloned(),
-            error_codes::INVALID_REQUEST,
-            "the Mcp-Session-Id header is missing; send initialize first".to_owned(),
-        );
-    };
-    let Some(session) = state.sessions.get(&session_id.to_owned()) else {
-        return (
-            StatusCode::NOT_FOUND,
-            "no such session (it ended, or expired when idle); send initialize again",
-        )
-            .into_response();
-    };
-    match message {
-        Message::Request(request) => match state.server.answer(request) {
-            Answer::Line(line) => json_response(StatusCode::OK, line),
-            Answer::Call(id, call) => {
-                let cancellation = Cancellation::default();
-                let _client_gone = CancelOnDrop(cancellation.clone());
-                let task = tokio::spawn(state.server.clone().call(
-                    id.clone(),
-                    call,
-                    session.job.clone(),
-                    cancellation.clone(),
-                ));
-                lock(&session.in_flight).insert(
-                    id.clone(),
-                    InFlight {
-                        answer: task.abort_handle(),
-                        cancellation,
-                    },
-                );
-                let outcome = task.await;
-                lock(&session.in_flight).remove(&id);
-                session.touch();
-                match outcome {
-                    Ok(line) => json_response(StatusCode::OK, line),
-                    Err(_) => error_response(
-                        StatusCode::OK,
-                        Some(id),
-                        error_codes::INTERNAL_ERROR,
-                        "the call was cancelled".to_owned(),
-                    ),
-                }
-            }
-        },
-        Message::Notification(n) => {
-            if n.method == methods::CANCELLED
-                && let Some(c) = n
-                    .params
-                    .and_then(|p| serde_json::from_str::<CancelledParams>(p.get()).ok())
-                && let Some(call) = lock(&session.in_flight).remove(&c.request_id)
-            {
-                call.cancel();
-            }
-            StatusCode::ACCEPTED.into_response()
-        }
-        Message::Response(_) | Message::Error(_) => StatusCode::ACCEPTED.into_response(),
-    }
-}
-
-fn initialize(state: &HttpState, caller: Caller, request: Request) -> Response {
-    let id = request.id.clone();
-    let opened = new_session_id()
-        .map_err(OpenRefusal::Io)
-        .and_then(|sid| Ok((sid.clone(), state.sessions.open(sid, caller.peer)?)));
-    let (session_id, session) = match opened {
-        Ok(opened) => opened,
-        Err(refusal) => {
-            let status = match refusal {
-                OpenRefusal::Io(_) => StatusCode::INTERNAL_SERVER_ERROR,
-                OpenRefusal::Full(_) | OpenRefusal::PeerFull(_) => StatusCode::SERVICE_UNAVAILABLE,
-            };
-            return error_response(
-                status,
-                Some(id),
-                error_codes::INTERNAL_ERROR,
-                format!("no session was opened: {refusal}"),
-            );
-        }
-    };
-    let Answer::Line(line) = state.server.answer(request) else {
-        state.sessions.end(&session_id);
-        return error_response(
-            StatusCode::BAD_REQUEST,
-            Some(id),
-            error_codes::INVALID_REQUEST,
-            "not an initialize".to_owned(),
-        );
-    };
-    drop(session);
-    let mut response = json_response(StatusCode::OK, line);
-    if let Ok(value) = HeaderValue::from_str(&session_id) {
-        response.headers_mut().insert(SESSION_HEADER, value);
-    }
-    response
-}
-
-async fn handle_delete(
-    State(state): State<Arc<HttpState>>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-) -> Response {
-    if let Err(refusal) = check_caller(&state.options, state.loopback, peer, &headers) {
-        return refusal.into_response();
-    }
-    if headers.get(SESSION_HEADER).is_none()
-        && header_text(&headers, modern_headers::PROTOCOL_VERSION).as_deref()
-            == Some(MODERN_VERSION)
-    {
-        // The modern era has no sessions to end.
-        return StatusCode::METHOD_NOT_ALLOWED.into_response();
-    }
-    let ended = headers
-        .get(SESSION_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|sid| state.sessions.end(&sid.to_owned()));
-    if ended {
-        StatusCode::OK.into_response()
-    } else {
-        StatusCode::NOT_FOUND.into_response()
-    }
-}
-
 /// Ends idle sessions and stateless jobs once a while, until dropped.
 async fn expire_idle_jobs(state: Arc<HttpState>) {
     let period =
@@ -552,36 +315,5 @@ impl Server {
         state.sessions.end_all();
         state.stateless.end_all();
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    fn key() -> impl Strategy<Value = String> {
-        "[A-Za-z0-9_-]{32,64}"
-    }
-
-    proptest! {
-        /// Another caller's key with another token, or another key with the same token,
-        /// is always another job.
-        #[test]
-        fn a_job_is_reached_only_by_its_own_key_and_token(
-            (a, b) in (key(), key()),
-            (ta, tb) in (proptest::option::of(any::<[u8; 32]>()), proptest::option::of(any::<[u8; 32]>())),
-        ) {
-            let (ka, kb) = (JobKey::parse(&a).unwrap(), JobKey::parse(&b).unwrap());
-            let same = a == b && ta == tb;
-            prop_assert_eq!(job_binding(&ka, ta) == job_binding(&kb, tb), same);
-        }
-
-        /// A forged key (too short, too long, or with another character) never names a job.
-        #[test]
-        fn a_forged_key_is_refused(forged in "([A-Za-z0-9_-]{0,31}|[A-Za-z0-9_-]{129,140}|[A-Za-z0-9_-]{10,40}[^A-Za-z0-9_-][A-Za-z0-9_-]{0,40})") {
-            let meta = serde_json::json!({maljan_mcp_proto::maljan::JOB_KEY_META: forged});
-            prop_assert!(JobKey::in_meta(meta.as_object()).is_err());
-        }
     }
 }
