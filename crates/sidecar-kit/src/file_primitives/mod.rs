@@ -1,6 +1,7 @@
 //! The platform primitives for moving files: `put_sample` (single and chunked) and
 //! `get_file`. They store only into, and serve only from, the job's directory.
 
+mod chunked_upload;
 mod get_file;
 mod put_sample;
 
@@ -160,20 +161,20 @@ impl ServerBuilder {
             .required_string("name", "the file's name")
             .required_string("sha256", "the file's sha256")
             .optional("size", integer("the file's size")),
-            move |args, ctx| put_sample::put_sample_begin(args, ctx, &begin),
+            move |args, ctx| chunked_upload::put_sample_begin(args, ctx, &begin),
         )
         .chunk_tool(
             ToolSpec::new("put_sample_chunk", "Sends the next chunk of an upload")
                 .optional("upload_id", integer("from put_sample_begin"))
                 .optional("offset", integer("where the chunk goes"))
                 .required_string("content_base64", "the chunk, base64"),
-            move |args, ctx| put_sample::put_sample_chunk(args, ctx, &chunk),
-            move |piece, ctx| put_sample::put_chunk(piece, ctx, &chunk_read),
+            move |args, ctx| chunked_upload::put_sample_chunk(args, ctx, &chunk),
+            move |piece, ctx| chunked_upload::put_chunk(piece, ctx, &chunk_read),
         )
         .tool(
             ToolSpec::new("put_sample_finish", "Checks and stores a chunked upload")
                 .optional("upload_id", integer("from put_sample_begin")),
-            put_sample::put_sample_finish,
+            chunked_upload::put_sample_finish,
         )
         .tool(
             ToolSpec::new(
