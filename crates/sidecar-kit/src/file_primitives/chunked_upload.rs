@@ -18,7 +18,7 @@ use super::{
 use crate::buffers::BUFFERS;
 use crate::call_params::Chunk;
 use crate::job::{Upload, lock};
-use crate::{Arguments, JobDir, ToolContext, ToolResult};
+use crate::{Arguments, ToolContext, ToolResult};
 
 use super::put_sample::{
     discard_upload, drop_idle_uploads, incoming_file, receipt, safe_name, sha_argument,
