@@ -8,7 +8,7 @@ use std::time::Duration;
 use maljan_mcp_proto::maljan::{ErrorCode, ToolAnswer, ToolFailure};
 use serde_json::{Map, Value};
 
-use crate::TraceParent;
+use crate::trace::TraceParent;
 
 /// How one call is made, beyond its tool and arguments.
 ///

@@ -3,7 +3,7 @@ use maljan_mcp_proto::mcp::Implementation;
 use maljan_mcp_transport::TransportCounts;
 use serde::Serialize;
 
-use crate::ServerSetup;
+use crate::setup::ServerSetup;
 
 /// What a connection test shows of a server: who it is, its tools, the ones that cannot run
 /// here with why and what to do, and what its stdout held besides the protocol.

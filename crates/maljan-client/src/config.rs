@@ -112,7 +112,7 @@ impl ServerConfig {
 }
 
 /// The client's own settings: plain values, no live collaborators (those are a
-/// [`ConnectionContext`](crate::ConnectionContext)).
+/// [`ConnectionContext`](crate::context::ConnectionContext)).
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ClientSettings {

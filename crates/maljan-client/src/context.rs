@@ -5,7 +5,10 @@ use std::sync::Arc;
 use maljan_breaker::CallGuard;
 use maljan_ledger::{CallScope, Ledger};
 
-use crate::{Job, KnownEras, ProgressReporter, TraceParent, TransferProgress};
+use crate::job::Job;
+use crate::known_eras::KnownEras;
+use crate::progress::{ProgressReporter, TransferProgress};
+use crate::trace::TraceParent;
 
 /// What a connection works with besides its settings: the ledger its calls go to, the job
 /// they belong to, and where transfer progress is shown. Several connections share them.

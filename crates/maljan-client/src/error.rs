@@ -17,7 +17,7 @@ pub enum ClientError {
         step: &'static str,
         /// What went wrong.
         #[source]
-        cause: Box<crate::SetupFailure>,
+        cause: Box<crate::setup::SetupFailure>,
         /// How the process ended, when it did.
         exit: Option<String>,
         /// The last lines of its stderr.
@@ -114,7 +114,7 @@ impl ClientError {
 fn setup_failed_text(
     server: &str,
     step: &str,
-    detail: &crate::SetupFailure,
+    detail: &crate::setup::SetupFailure,
     exit: &Option<String>,
     stderr_tail: &str,
 ) -> String {

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use maljan_mcp_proto::mcp::ProtocolVersion;
 
 /// The protocol version each server origin (`scheme://host:port`) agreed on, shared by the
-/// connections of a [`ConnectionContext`](crate::ConnectionContext).
+/// connections of a [`ConnectionContext`](crate::context::ConnectionContext).
 ///
 /// ```
 /// use maljan_client::KnownEras;

@@ -18,15 +18,17 @@ use tokio::sync::mpsc;
 use crate::admission::Admission;
 use crate::call::{CallOptions, CallService, CallTrace, ToolCall, not_an_object};
 use crate::card::ServerCard;
+use crate::config::{ClientSettings, EraChoice, ServerConfig, ServerTransport};
+use crate::context::ConnectionContext;
+use crate::error::ClientError;
+use crate::job::TakenFile;
+use crate::known_eras::KnownEras;
 use crate::ledgering::Ledgered;
 use crate::reach::ServerReach;
 use crate::setup::{ServerSetup, SetupPlan, set_up};
 use crate::staging::Staged;
 use crate::timeout::Timeout;
-use crate::{
-    ClientError, ClientSettings, ConnectionContext, EraChoice, KnownEras, ServerConfig,
-    ServerTransport, TakenFile, TraceParent,
-};
+use crate::trace::TraceParent;
 
 /// The environment variable naming a local server's staging directory (as the server kit
 /// reads it).

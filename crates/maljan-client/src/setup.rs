@@ -18,8 +18,8 @@ use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::EraChoice;
 use crate::call::{CallService, ToolCall};
+use crate::config::EraChoice;
 use crate::modern::ModernRequests;
 use crate::timeout::{Timeout, Unanswered};
 

@@ -14,9 +14,11 @@ use maljan_staging::{
 use serde_json::Value;
 
 use crate::call::{CallService, Called, ToolCall};
+use crate::context::ConnectionContext;
+use crate::error::ClientError;
+use crate::job::{Job, TakenFile};
 use crate::job::{file_name, lock};
 use crate::reach::ServerReach;
-use crate::{ClientError, ConnectionContext, Job, TakenFile};
 
 /// Stages path arguments for the layer below, and takes the files its answers name.
 #[derive(Debug)]

@@ -10,9 +10,10 @@ use maljan_staging::{
     CHUNK_BYTES, DownloadError, Origin, Reach, StoredArtefact, ToolCaller, download,
 };
 
+use crate::context::ConnectionContext;
+use crate::job::{Job, TakenFile};
 use crate::job::{file_name, lock};
 use crate::reach::ServerReach;
-use crate::{ConnectionContext, Job, TakenFile};
 
 /// Takes every file `answer` names, through `caller` where it must.
 pub(crate) async fn take_files(

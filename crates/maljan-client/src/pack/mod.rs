@@ -1,4 +1,4 @@
-//! Triage packs: a TOML file of steps a [`Run`](crate::Run) carries out.
+//! Triage packs: a TOML file of steps a [`Run`](crate::run::Run) carries out.
 //!
 //! ```
 //! let pack = maljan_client::Pack::parse(r#"

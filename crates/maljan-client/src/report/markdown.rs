@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::v1::Taken;
 use super::{RunReport, wording};
-use crate::is_active_control;
+use maljan_mcp_proto::untrusted_text::is_active_control;
 
 /// Text for a table cell or a line of the report, inert whatever it holds: a server's
 /// words, a tool's answer and a file's name are a sample author's text. On one line; pipes
@@ -248,7 +248,7 @@ pub(super) fn render(report: &RunReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::cell;
-    use crate::is_active_control;
+    use maljan_mcp_proto::untrusted_text::is_active_control;
     use proptest::prelude::*;
 
     #[test]

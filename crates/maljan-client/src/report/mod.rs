@@ -14,7 +14,8 @@ use serde::{Deserialize, Serialize};
 
 pub use v1::{PackInfo, SampleInfo, Verdict};
 
-use crate::{Job, RunEnd, StepOutcome, StepStatus, distinct_failures};
+use crate::job::Job;
+use crate::run::{RunEnd, StepOutcome, StepStatus, distinct_failures};
 
 /// The version of `report.json`'s schema (documented in the workspace README).
 pub const REPORT_SCHEMA_VERSION: u32 = v1::VERSION;

@@ -13,7 +13,9 @@ use maljan_staging::{Disclosed, DisclosureOutcome, UploadMode};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{CardTool, ServerCard, ServerLoss, StepOutcome, TakenFile};
+use crate::card::{CardTool, ServerCard};
+use crate::job::TakenFile;
+use crate::run::{ServerLoss, StepOutcome};
 
 /// The version of the schema these types write.
 pub const VERSION: u32 = 1;
@@ -105,8 +107,8 @@ pub struct DistinctFailure {
     pub steps: Vec<String>,
 }
 
-impl From<&crate::DistinctFailure> for DistinctFailure {
-    fn from(failure: &crate::DistinctFailure) -> Self {
+impl From<&crate::run::DistinctFailure> for DistinctFailure {
+    fn from(failure: &crate::run::DistinctFailure) -> Self {
         DistinctFailure {
             server: failure.server.clone(),
             failure: Failure::from(&failure.failure),
@@ -198,8 +200,8 @@ pub struct UnavailableTool {
     pub without: Option<String>,
 }
 
-impl From<&crate::UnavailableTool> for UnavailableTool {
-    fn from(tool: &crate::UnavailableTool) -> Self {
+impl From<&crate::card::UnavailableTool> for UnavailableTool {
+    fn from(tool: &crate::card::UnavailableTool) -> Self {
         UnavailableTool {
             name: tool.name.clone(),
             reason: tool.reason.clone(),
@@ -300,8 +302,8 @@ pub struct Server {
     pub connections: Vec<Counts>,
 }
 
-impl From<&crate::ServerRecord> for Server {
-    fn from(record: &crate::ServerRecord) -> Self {
+impl From<&crate::run::ServerRecord> for Server {
+    fn from(record: &crate::run::ServerRecord) -> Self {
         Server {
             server: record.server.clone(),
             card: record.card.as_ref().map(Card::from),
@@ -332,14 +334,14 @@ pub enum StepStatus {
     },
 }
 
-impl From<&crate::StepStatus> for StepStatus {
-    fn from(status: &crate::StepStatus) -> Self {
+impl From<&crate::run::StepStatus> for StepStatus {
+    fn from(status: &crate::run::StepStatus) -> Self {
         match status {
-            crate::StepStatus::Completed => StepStatus::Completed,
-            crate::StepStatus::Failed { failure } => StepStatus::Failed {
+            crate::run::StepStatus::Completed => StepStatus::Completed,
+            crate::run::StepStatus::Failed { failure } => StepStatus::Failed {
                 failure: failure.into(),
             },
-            crate::StepStatus::Skipped { reason } => StepStatus::Skipped {
+            crate::run::StepStatus::Skipped { reason } => StepStatus::Skipped {
                 reason: reason.clone(),
             },
         }

@@ -7,7 +7,10 @@ use std::fmt;
 
 use maljan_mcp_transport::BoxFuture;
 
-use crate::{ClientError, ClientSettings, ConnectionContext, ServerConfig, ServerConnection};
+use crate::config::{ClientSettings, ServerConfig};
+use crate::context::ConnectionContext;
+use crate::error::ClientError;
+use crate::server_connection::ServerConnection;
 
 /// Starts and sets up the connection to one server of a run.
 ///

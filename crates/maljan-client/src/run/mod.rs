@@ -18,10 +18,13 @@ pub use connector::{Configured, Connector};
 pub use outcome::{DistinctFailure, HandedFile, StepOutcome, StepStatus, distinct_failures};
 pub use servers::{MAX_RESTARTS, ServerLoss, ServerRecord, Unavailable};
 
-use crate::{
-    CallOptions, CallTrace, ClientError, ClientSettings, ConnectionContext, Job, ServerConfig,
-    ServerConnection, TraceParent,
-};
+use crate::call::{CallOptions, CallTrace};
+use crate::config::{ClientSettings, ServerConfig};
+use crate::context::ConnectionContext;
+use crate::error::ClientError;
+use crate::job::Job;
+use crate::server_connection::ServerConnection;
+use crate::trace::TraceParent;
 use servers::ServerSlot;
 
 /// One job across several servers: each configured server connected on first use and set
@@ -29,7 +32,7 @@ use servers::ServerSlot;
 /// run's calls (a resting server stays resting), a stdio server that dies started again up
 /// to [`MAX_RESTARTS`] times, calls to different servers at once. Every call is ledgered
 /// with the job, the run and its step. [`execute`](Run::execute) carries out a
-/// [`Pack`](crate::Pack); [`finish`](Run::finish) closes every connection.
+/// [`Pack`](crate::pack::Pack); [`finish`](Run::finish) closes every connection.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -54,7 +57,7 @@ pub struct Run {
     servers: BTreeMap<String, ServerSlot>,
     connector: Arc<dyn Connector>,
     /// The calls its steps made (or were refused for the run's cap): bounded by
-    /// [`RunLimits::max_calls`](crate::RunLimits::max_calls).
+    /// [`RunLimits::max_calls`](crate::config::RunLimits::max_calls).
     calls_made: AtomicUsize,
 }
 

@@ -8,7 +8,7 @@ use maljan_mcp_proto::maljan::{ErrorCode, ToolFailure};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::TakenFile;
+use crate::job::TakenFile;
 
 /// How one step (or one of its runs, for a step run once per file) ended.
 #[derive(Debug, Clone, PartialEq, Serialize)]

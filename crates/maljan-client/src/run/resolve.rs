@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use super::HandedFile;
-use crate::Job;
+use crate::job::Job;
 use crate::pack::Step;
 use crate::pack::reference::{self, OutputReference, Position, Reference};
 
@@ -193,7 +193,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::Pack;
+    use crate::pack::Pack;
 
     fn finished(names: &[&str]) -> HashMap<String, Finished> {
         let outputs = names

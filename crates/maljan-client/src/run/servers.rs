@@ -10,7 +10,10 @@ use maljan_breaker::CallGuard;
 use maljan_mcp_transport::{CloseReport, TransportCounts};
 
 use super::Connector;
-use crate::{ClientSettings, ConnectionContext, ServerCard, ServerConfig, ServerConnection};
+use crate::card::ServerCard;
+use crate::config::{ClientSettings, ServerConfig};
+use crate::context::ConnectionContext;
+use crate::server_connection::ServerConnection;
 
 /// How many times a run connects a server again after its connection was lost: a stdio
 /// server started anew, an HTTP server given a new session.

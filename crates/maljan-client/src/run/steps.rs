@@ -16,8 +16,9 @@ use serde_json::Value;
 
 use super::resolve::{Finished, Instance, NotRun, instances};
 use super::{HandedFile, Run, StepOutcome, StepStatus};
+use crate::call::CallOptions;
+use crate::job::TakenFile;
 use crate::pack::{Pack, PackErrors, Step};
-use crate::{CallOptions, TakenFile};
 
 /// A run of a step, finished.
 struct Ran<'p> {
