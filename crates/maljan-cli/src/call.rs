@@ -137,8 +137,8 @@ pub(crate) async fn run(
         ServerConnection::connect(&server_config, config.settings.clone(), context).await?;
     if options.card {
         match options.format {
-            Format::Json => print_json(&connection.card()?),
-            Format::Text => outln!("{}", render::card(&connection.card()?)),
+            Format::Json => print_json(&connection.card()),
+            Format::Text => outln!("{}", render::card(&connection.card())),
         }
     }
     let answer = connection.call(&options.tool, arguments).await;

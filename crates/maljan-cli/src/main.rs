@@ -163,7 +163,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
     match cli.command {
         Command::Probe { server, json } => {
             let connection = connect(&config, server.as_deref()).await?;
-            let card = connection.card()?;
+            let card = connection.card();
             if json {
                 print_json(&card);
             } else {
@@ -174,7 +174,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
         }
         Command::Tools { server, json } => {
             let connection = connect(&config, server.as_deref()).await?;
-            let tools = connection.model_tools()?;
+            let tools = connection.model_tools();
             if json {
                 print_json(&tools);
             } else {

@@ -68,11 +68,8 @@ fn bench(c: &mut Criterion) {
                 ClientSettings::default(),
                 ConnectionContext::default(),
             );
-            server.setup().await.expect("set up");
-            assert_eq!(
-                server.card().expect("card").era,
-                if modern { "modern" } else { "legacy" }
-            );
+            let server = server.set_up().await.expect("set up");
+            assert_eq!(server.card().era, if modern { "modern" } else { "legacy" });
             server
         })
     };

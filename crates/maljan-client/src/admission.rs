@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use maljan_breaker::{BreakerState, CallGuard, Refused, Verdict};
+use maljan_breaker::{CallGuard, Refused, Verdict};
 use maljan_mcp_proto::maljan::{ErrorCode, ToolAnswer, ToolFailure};
 
 use crate::call::{CallService, Called, ToolCall};
@@ -35,11 +35,6 @@ impl<S> Admission<S> {
     /// The layer below.
     pub(crate) fn into_inner(self) -> S {
         self.inner
-    }
-
-    /// The breaker's state.
-    pub(crate) fn breaker_state(&self) -> BreakerState {
-        self.guard.state()
     }
 
     fn resting(&self, refused: Refused) -> ToolFailure {
@@ -102,7 +97,7 @@ impl<S: CallService> CallService for Admission<S> {
 mod tests {
     use serde_json::json;
 
-    use maljan_breaker::BreakerSettings;
+    use maljan_breaker::{BreakerSettings, BreakerState};
 
     use super::*;
     use crate::call::Scripted;
@@ -118,11 +113,8 @@ mod tests {
             rest_s: 60,
             ..BreakerSettings::default()
         };
-        let admission = Admission::new(
-            Scripted::new(unanswered),
-            "slow",
-            Arc::new(CallGuard::new(settings)),
-        );
+        let guard = Arc::new(CallGuard::new(settings));
+        let admission = Admission::new(Scripted::new(unanswered), "slow", guard.clone());
         for _ in 0..2 {
             let called = admission.call(ToolCall::new("t", json!({}))).await;
             assert_eq!(
@@ -144,10 +136,7 @@ mod tests {
             2,
             "the third never went below"
         );
-        assert!(matches!(
-            admission.breaker_state(),
-            BreakerState::Resting { .. }
-        ));
+        assert!(matches!(guard.state(), BreakerState::Resting { .. }));
     }
 
     #[tokio::test]
@@ -158,11 +147,8 @@ mod tests {
         };
         let failing =
             |_: &ToolCall| ToolAnswer::failed(ToolFailure::new(ErrorCode::BadArgument, "no", None));
-        let admission = Admission::new(
-            Scripted::new(failing),
-            "s",
-            Arc::new(CallGuard::new(settings)),
-        );
+        let guard = Arc::new(CallGuard::new(settings));
+        let admission = Admission::new(Scripted::new(failing), "s", guard.clone());
         for _ in 0..3 {
             let called = admission.call(ToolCall::new("t", json!({}))).await;
             assert_eq!(
@@ -171,9 +157,6 @@ mod tests {
             );
         }
         assert_eq!(admission.get_ref().calls().len(), 3);
-        assert_eq!(
-            admission.breaker_state(),
-            BreakerState::Closed { unanswered: 0 }
-        );
+        assert_eq!(guard.state(), BreakerState::Closed { unanswered: 0 });
     }
 }

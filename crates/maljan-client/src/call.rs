@@ -25,6 +25,7 @@ pub struct CallOptions {
     step: Option<String>,
     wait: Option<Duration>,
     trace: Option<TraceParent>,
+    progress: Option<Value>,
     /// The caller sends the call again, to the server started anew, when it is lost before
     /// it was written (a run does): it is then ledgered once, when it is made.
     pub(crate) resend_unsent: bool,
@@ -49,6 +50,18 @@ impl CallOptions {
     pub fn traced(mut self, parent: TraceParent) -> Self {
         self.trace = Some(parent);
         self
+    }
+
+    /// Asks the server for progress notifications under `token` (`_meta.progressToken`);
+    /// read them from [`ServerConnection::take_notifications`](crate::ServerConnection::take_notifications).
+    pub fn progress(mut self, token: impl Into<Value>) -> Self {
+        self.progress = Some(token.into());
+        self
+    }
+
+    /// The progress token, when given.
+    pub fn progress_token(&self) -> Option<&Value> {
+        self.progress.as_ref()
     }
 
     /// The caller's trace, when given.

@@ -23,17 +23,6 @@ pub enum ClientError {
         /// The last lines of its stderr.
         stderr_tail: String,
     },
-    /// A second setup on a connection that is connected or connecting.
-    #[error(
-        "server {server} is already {state}; a connection is set up once and for all: open a \
-         new connection to set up again"
-    )]
-    AlreadySetUp {
-        /// The server's name.
-        server: String,
-        /// `connected` or `connecting`.
-        state: &'static str,
-    },
     /// The HTTP transport could not be set up.
     #[error(transparent)]
     Http(maljan_mcp_http::HttpError),
@@ -56,12 +45,6 @@ pub enum ClientError {
         /// The system's error.
         #[source]
         source: std::io::Error,
-    },
-    /// A call before setup.
-    #[error("server {server} is not set up; call setup() first")]
-    NotSetUp {
-        /// The server's name.
-        server: String,
     },
     /// A model-facing call to a platform primitive (`get_file`, `put_sample*`,
     /// `capabilities`): only the staging layer calls those.

@@ -1,7 +1,7 @@
 //! The ledger layer: every call that reaches it is recorded, whatever happened to it
 //! (strings over 64 KiB, such as file chunks, recorded by their length only).
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use maljan_ledger::{CallRecord, CallScope, Ledger};
@@ -39,8 +39,8 @@ pub(crate) struct Ledgered<S> {
     ledger: Arc<Ledger>,
     /// The job and run the calls belong to; each call names its step.
     scope: CallScope,
-    /// The protocol version agreed at setup.
-    protocol: OnceLock<ProtocolVersion>,
+    /// The protocol version agreed at set-up.
+    protocol: ProtocolVersion,
 }
 
 /// What the ledger keeps of a call before it goes out: its arguments as written and, when
@@ -74,11 +74,12 @@ impl Recording {
 }
 
 impl<S> Ledgered<S> {
-    /// Records the calls to `inner`, a server named `server`, in `ledger`, each as part of
-    /// `scope` (its job and run) and of the call's step.
+    /// Records the calls to `inner`, a server named `server` speaking `protocol`, in
+    /// `ledger`, each as part of `scope` (its job and run) and of the call's step.
     pub(crate) fn new(
         inner: S,
         server: impl Into<String>,
+        protocol: ProtocolVersion,
         ledger: Arc<Ledger>,
         scope: CallScope,
     ) -> Self {
@@ -87,13 +88,8 @@ impl<S> Ledgered<S> {
             server: server.into(),
             ledger,
             scope,
-            protocol: OnceLock::new(),
+            protocol,
         }
-    }
-
-    /// Names `version`, agreed at setup, in each entry from now on.
-    pub(crate) fn set_protocol(&self, version: ProtocolVersion) {
-        let _ = self.protocol.set(version);
     }
 
     /// The layer below.
@@ -120,7 +116,7 @@ impl<S> Ledgered<S> {
         let record = CallRecord {
             scope,
             server: self.server.clone(),
-            protocol_version: self.protocol.get().map(|v| v.as_str().to_owned()),
+            protocol_version: Some(self.protocol.as_str().to_owned()),
             tool: recording.tool,
             arguments: recording.written,
             sent_arguments: recording.sent,
@@ -179,6 +175,7 @@ mod tests {
         let ledgered = Ledgered::new(
             Scripted::new(ok),
             "s",
+            ProtocolVersion::parse("2025-06-18").expect("known"),
             Arc::new(Ledger::from(memory.clone())),
             CallScope::default().job("/job").run("r1"),
         );
@@ -218,6 +215,7 @@ mod tests {
         let ledgered = Ledgered::new(
             Scripted::new(ok),
             "s",
+            ProtocolVersion::parse("2025-06-18").expect("known"),
             Arc::new(Ledger::from(memory.clone())),
             CallScope::default(),
         );
@@ -239,6 +237,7 @@ mod tests {
         let ledgered = Ledgered::new(
             Scripted::new(ok),
             "s",
+            ProtocolVersion::parse("2025-06-18").expect("known"),
             Arc::new(Ledger::from(memory.clone())),
             CallScope::default(),
         );

@@ -22,7 +22,7 @@
 //! let server =
 //!     ServerConnection::connect(&config, ClientSettings::default(), ConnectionContext::default())
 //!         .await?;
-//! for tool in server.model_tools()? {
+//! for tool in server.model_tools() {
 //!     println!("{}", tool.name);
 //! }
 //! server.close().await;
@@ -75,6 +75,6 @@ pub use run::{
     Configured, Connector, DistinctFailure, HandedFile, MAX_RESTARTS, Run, RunEnd, ServerLoss,
     ServerRecord, StepOutcome, StepStatus, Unavailable, distinct_failures,
 };
-pub use server_connection::ServerConnection;
+pub use server_connection::{ServerConnection, StartedConnection};
 pub use setup::{ServerSetup, SetupFailure};
 pub use trace::{TraceParent, TraceParentError};

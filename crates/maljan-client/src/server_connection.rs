@@ -1,8 +1,11 @@
-//! A connection to one MCP server: started, set up once, and composed as a stack of call
-//! layers (staging → ledger → admission → timeout → transport).
+//! A connection to one MCP server: started, set up over the bare transport, and only then
+//! composed as a stack of call layers (staging → ledger → admission → timeout → transport)
+//! from what set-up learned: the era's rules, each tool's wait, the protocol version, the
+//! tools and where the server is. A connection that is not set up cannot be called: it is
+//! another type ([`StartedConnection`]).
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use maljan_breaker::{BreakerState, CallGuard};
@@ -22,7 +25,6 @@ use crate::config::{ClientSettings, EraChoice, ServerConfig, ServerTransport};
 use crate::context::ConnectionContext;
 use crate::error::ClientError;
 use crate::job::TakenFile;
-use crate::known_eras::KnownEras;
 use crate::ledgering::Ledgered;
 use crate::reach::ServerReach;
 use crate::setup::{ServerSetup, SetupPlan, set_up};
@@ -37,18 +39,44 @@ const JOB_DIR_ENV: &str = "MALJAN_JOB_DIR";
 /// read (as the server kit reads it): the job's.
 const ROOTS_ENV: &str = "MALJAN_ROOTS";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum SetupState {
-    Fresh,
-    Connecting,
-    Connected,
-    Failed,
-}
-
 /// The call layers, outermost first.
 type CallStack = Staged<Ledgered<Admission<Timeout>>>;
 
-/// A connection to one MCP server, set up exactly once.
+/// A server started (a process spawned, an endpoint chosen) but not set up: the only thing
+/// to do with it is to [`set_up`](StartedConnection::set_up) (or close) it.
+///
+/// A connection that is not set up cannot be called:
+///
+/// ```compile_fail
+/// # async fn run(started: maljan_client::StartedConnection) {
+/// started.call("file_info", serde_json::json!({})).await;
+/// # }
+/// ```
+///
+/// ```no_run
+/// # async fn run() -> Result<(), maljan_client::ClientError> {
+/// use maljan_client::{ClientSettings, ConnectionContext, ServerConfig, ServerConnection};
+/// use maljan_mcp_stdio::ServerCommand;
+///
+/// let config = ServerConfig::stdio("sidecar", ServerCommand::new("maljan-sidecar"));
+/// let started =
+///     ServerConnection::start(&config, ClientSettings::default(), ConnectionContext::default())?;
+/// println!("started as process {:?}", started.server_pid());
+/// let server = started.set_up().await?;
+/// println!("{} tools", server.model_tools().len());
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct StartedConnection {
+    name: String,
+    settings: ClientSettings,
+    context: ConnectionContext,
+    transport: Box<dyn Transport>,
+    reach: ServerReach,
+    notifications: Option<mpsc::Receiver<Notification>>,
+}
+
+/// A connection to one MCP server, set up.
 ///
 /// A call goes one way down a stack of layers, each in its own module: staging (path
 /// arguments uploaded or rewritten), the ledger (every call recorded), admission (the
@@ -64,7 +92,7 @@ type CallStack = Staged<Ledgered<Admission<Timeout>>>;
 /// let server =
 ///     ServerConnection::connect(&config, ClientSettings::default(), ConnectionContext::default())
 ///         .await?;
-/// let card = server.card()?;
+/// let card = server.card();
 /// println!("{} offers {} tools", card.server, card.tools.len());
 /// let answer = server
 ///     .call("file_info", serde_json::json!({"path": "/etc/hostname"}))
@@ -76,14 +104,11 @@ type CallStack = Staged<Ledgered<Admission<Timeout>>>;
 #[derive(Debug)]
 pub struct ServerConnection {
     name: String,
-    settings: ClientSettings,
     stack: CallStack,
+    guard: Arc<CallGuard>,
     notifications: Option<mpsc::Receiver<Notification>>,
-    state: Mutex<SetupState>,
-    setup: OnceLock<ServerSetup>,
-    job_dir: Option<PathBuf>,
+    setup: ServerSetup,
     trace: Option<TraceParent>,
-    known_eras: Arc<KnownEras>,
 }
 
 impl ToolCaller for ServerConnection {
@@ -95,38 +120,127 @@ impl ToolCaller for ServerConnection {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+impl StartedConnection {
+    /// The server's configured name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Declares the server elsewhere: it does not share this host's files, so path
+    /// arguments inside the job's directory are uploaded to it and the files it names are
+    /// taken through `get_file`. (A connection over pipes to a remote process, say.)
+    pub fn remote(mut self, sample_mount: Option<SampleMount>) -> Self {
+        self.reach.remote = true;
+        self.reach.sample_mount = sample_mount;
+        self
+    }
+
+    /// The server's process id: `Some` for a server this client spawned (stdio).
+    pub fn server_pid(&self) -> Option<u32> {
+        self.transport.server_pid()
+    }
+
+    /// Takes the receiver of the server's notifications (progress, log messages), once.
+    pub fn take_notifications(&mut self) -> Option<mpsc::Receiver<Notification>> {
+        self.notifications.take()
+    }
+
+    /// Sets the connection up: the era found (`server/discover`, else `initialize` and
+    /// `notifications/initialized`), every `tools/list` page, then `capabilities` when
+    /// offered; then the call layers are built from what it learned. When set-up fails, the
+    /// server is closed and the error says how it exited and what it last wrote on stderr.
+    pub async fn set_up(self) -> Result<ServerConnection, ClientError> {
+        let StartedConnection {
+            name,
+            settings,
+            context,
+            transport,
+            reach,
+            notifications,
+        } = self;
+        let origin = transport.origin();
+        let known_eras = context.known_eras().clone();
+        let known_legacy = origin
+            .as_deref()
+            .and_then(|o| known_eras.get(o))
+            .is_some_and(|v| !v.is_modern());
+        let job_dir: Option<PathBuf> = context.job().map(|job| job.dir().to_owned());
+        let plan = SetupPlan {
+            client_info: &settings.client_info,
+            policy: settings.server_requests(job_dir.as_deref()),
+            wait: settings.setup_timeout,
+            era: match settings.era {
+                EraChoice::Auto if known_legacy => EraChoice::Legacy,
+                chosen => chosen,
+            },
+            discover_wait: settings.discover_timeout.min(settings.setup_timeout),
+        };
+        let wire = Timeout::new(transport, settings.default_timeout);
+        let (wire, result) = set_up(wire, plan).await;
+        let setup = match result {
+            Ok(setup) => setup,
+            Err((step, cause)) => {
+                let stderr_now = wire.get_ref().stderr_tail();
+                let report = wire.into_inner().close().await;
+                return Err(ClientError::SetupFailed {
+                    server: name,
+                    step,
+                    cause: Box::new(cause),
+                    exit: report.status.map(|s| format!("exited with {s}")),
+                    stderr_tail: if report.stderr_tail.is_empty() {
+                        stderr_now
+                    } else {
+                        report.stderr_tail
+                    },
+                });
+            }
+        };
+        if let Some(origin) = origin {
+            known_eras.remember(&origin, setup.protocol);
+        }
+        let guard = context
+            .call_guard()
+            .cloned()
+            .unwrap_or_else(|| Arc::new(CallGuard::new(settings.breaker)));
+        let tools = setup.tools.iter().map(|t| t.name.clone()).collect();
+        let trace = context.trace().copied();
+        let stack = Staged::new(
+            Ledgered::new(
+                Admission::new(wire, &name, guard.clone()),
+                &name,
+                setup.protocol,
+                context.ledger().clone(),
+                context.scope(),
+            ),
+            reach,
+            tools,
+            context,
+        );
+        Ok(ServerConnection {
+            name,
+            stack,
+            guard,
+            notifications,
+            setup,
+            trace,
+        })
+    }
+
+    /// Closes the connection without setting it up.
+    pub async fn close(self) -> CloseReport {
+        self.transport.close().await
+    }
 }
 
 impl ServerConnection {
-    /// Starts the server and sets it up. When setup fails, the server is closed and the
-    /// error says how it exited and what it last wrote on stderr.
+    /// Starts the server and sets it up ([`start`](Self::start), then
+    /// [`StartedConnection::set_up`]).
     pub async fn connect(
         config: &ServerConfig,
         settings: ClientSettings,
         context: ConnectionContext,
     ) -> Result<ServerConnection, ClientError> {
-        let server = Self::start(config, settings, context)?;
-        match server.setup().await {
-            Ok(_) => Ok(server),
-            Err(ClientError::SetupFailed {
-                server: name,
-                step,
-                cause,
-                ..
-            }) => {
-                let report = server.close().await;
-                Err(ClientError::SetupFailed {
-                    server: name,
-                    step,
-                    cause,
-                    exit: report.status.map(|s| format!("exited with {s}")),
-                    stderr_tail: report.stderr_tail,
-                })
-            }
-            Err(other) => Err(other),
-        }
+        Self::start(config, settings, context)?.set_up().await
     }
 
     /// Starts the server without setting it up.
@@ -134,7 +248,7 @@ impl ServerConnection {
         config: &ServerConfig,
         settings: ClientSettings,
         context: ConnectionContext,
-    ) -> Result<ServerConnection, ClientError> {
+    ) -> Result<StartedConnection, ClientError> {
         let server_requests = settings.server_requests(context.job().map(|job| job.dir()));
         let transport: Box<dyn Transport> = match &config.transport {
             ServerTransport::Stdio(command) => {
@@ -171,19 +285,19 @@ impl ServerConnection {
                 )
             }
         };
-        let remote = !matches!(config.transport, ServerTransport::Stdio(_));
-        let mut server = Self::over_boxed(transport, settings, context);
-        server.stack.set_reach(remote, config.sample_mount.clone());
-        Ok(server)
+        let mut started = Self::over_boxed(transport, settings, context);
+        started.reach.remote = !matches!(config.transport, ServerTransport::Stdio(_));
+        started.reach.sample_mount = config.sample_mount.clone();
+        Ok(started)
     }
 
     /// Wraps a transport (for example a [`StdioTransport`] over in-memory pipes, or
-    /// [`maljan_mcp_transport::memory::pair`]'s), without setting it up.
+    /// [`maljan_mcp_transport::memory::pair`]'s), to be set up.
     pub fn over(
         transport: impl Transport + 'static,
         settings: ClientSettings,
         context: ConnectionContext,
-    ) -> ServerConnection {
+    ) -> StartedConnection {
         Self::over_boxed(Box::new(transport), settings, context)
     }
 
@@ -191,53 +305,21 @@ impl ServerConnection {
         mut transport: Box<dyn Transport>,
         settings: ClientSettings,
         context: ConnectionContext,
-    ) -> ServerConnection {
+    ) -> StartedConnection {
         let name = transport.server().to_owned();
         let notifications = transport.take_incoming();
-        let job_dir = context.job().map(|job| job.dir().to_owned());
-        let trace = context.trace().copied();
-        let known_eras = context.known_eras().clone();
-        let place = ServerReach {
-            server: name.clone(),
-            remote: false,
-            sample_mount: None,
-        };
-        let stack = Staged::new(
-            Ledgered::new(
-                Admission::new(
-                    Timeout::new(transport, settings.default_timeout),
-                    &name,
-                    context
-                        .call_guard()
-                        .cloned()
-                        .unwrap_or_else(|| Arc::new(CallGuard::new(settings.breaker))),
-                ),
-                &name,
-                context.ledger().clone(),
-                context.scope(),
-            ),
-            place,
-            context,
-        );
-        ServerConnection {
+        StartedConnection {
+            reach: ServerReach {
+                server: name.clone(),
+                remote: false,
+                sample_mount: None,
+            },
             name,
             settings,
-            stack,
+            context,
+            transport,
             notifications,
-            state: Mutex::new(SetupState::Fresh),
-            setup: OnceLock::new(),
-            job_dir,
-            trace,
-            known_eras,
         }
-    }
-
-    /// Declares the server elsewhere: it does not share this host's files, so path
-    /// arguments inside the job's directory are uploaded to it and the files it names are
-    /// taken through `get_file`. (A connection over pipes to a remote process, say.)
-    pub fn remote(mut self, sample_mount: Option<SampleMount>) -> Self {
-        self.stack.set_reach(true, sample_mount);
-        self
     }
 
     /// The server's configured name.
@@ -245,114 +327,52 @@ impl ServerConnection {
         &self.name
     }
 
-    fn wire(&self) -> &Timeout {
-        self.stack.get_ref().get_ref().get_ref()
+    /// The transport at the bottom of the stack, for what it knows of the server (its
+    /// process, its counts, its stderr).
+    fn wire(&self) -> &dyn Transport {
+        self.stack.get_ref().get_ref().get_ref().get_ref()
     }
 
-    /// Sets the connection up: `initialize`, `notifications/initialized`, every `tools/list`
-    /// page, then `capabilities` when offered. Done once: a second call while connected or
-    /// connecting is refused.
-    pub async fn setup(&self) -> Result<&ServerSetup, ClientError> {
-        {
-            let mut state = lock(&self.state);
-            let refused = match *state {
-                SetupState::Fresh => None,
-                SetupState::Connecting => Some("connecting"),
-                SetupState::Connected => Some("connected"),
-                SetupState::Failed => Some("a connection whose setup failed"),
-            };
-            if let Some(state) = refused {
-                return Err(ClientError::AlreadySetUp {
-                    server: self.name.clone(),
-                    state,
-                });
-            }
-            *state = SetupState::Connecting;
-        }
-        let origin = self.wire().get_ref().origin();
-        let known_legacy = origin
-            .as_deref()
-            .and_then(|o| self.known_eras.get(o))
-            .is_some_and(|v| !v.is_modern());
-        let plan = SetupPlan {
-            client_info: &self.settings.client_info,
-            policy: self.settings.server_requests(self.job_dir.as_deref()),
-            wait: self.settings.setup_timeout,
-            era: match self.settings.era {
-                EraChoice::Auto if known_legacy => EraChoice::Legacy,
-                chosen => chosen,
-            },
-            discover_wait: self
-                .settings
-                .discover_timeout
-                .min(self.settings.setup_timeout),
-        };
-        let result = set_up(self.wire(), plan).await;
-        if let (Ok(setup), Some(origin)) = (&result, origin) {
-            self.known_eras.remember(&origin, setup.protocol);
-        }
-        let mut state = lock(&self.state);
-        match result {
-            Ok(setup) => {
-                *state = SetupState::Connected;
-                self.wire().set_tool_waits(setup.tool_waits());
-                self.stack.get_ref().set_protocol(setup.protocol);
-                self.stack
-                    .set_tools(setup.tools.iter().map(|t| t.name.clone()).collect());
-                Ok(self.setup.get_or_init(|| setup))
-            }
-            Err((step, cause)) => {
-                *state = SetupState::Failed;
-                Err(ClientError::SetupFailed {
-                    server: self.name.clone(),
-                    step,
-                    cause: Box::new(cause),
-                    exit: None,
-                    stderr_tail: self.wire().get_ref().stderr_tail(),
-                })
-            }
-        }
-    }
-
-    /// What setup learned, once it is done.
-    pub fn setup_info(&self) -> Option<&ServerSetup> {
-        self.setup.get()
-    }
-
-    fn require_setup(&self) -> Result<&ServerSetup, ClientError> {
-        self.setup.get().ok_or_else(|| ClientError::NotSetUp {
-            server: self.name.clone(),
-        })
+    /// What set-up learned.
+    pub fn setup(&self) -> &ServerSetup {
+        &self.setup
     }
 
     /// The tools a model may see: every tool but the platform primitives.
-    pub fn model_tools(&self) -> Result<Vec<&Tool>, ClientError> {
-        Ok(self
-            .require_setup()?
+    pub fn model_tools(&self) -> Vec<&Tool> {
+        self.setup
             .tools
             .iter()
             .filter(|t| !is_platform_primitive(&t.name))
-            .collect())
+            .collect()
     }
 
     /// The server card.
-    pub fn card(&self) -> Result<ServerCard, ClientError> {
-        let setup = self.require_setup()?;
-        let transport = self.wire().get_ref();
-        Ok(ServerCard::new(
+    pub fn card(&self) -> ServerCard {
+        let transport = self.wire();
+        ServerCard::new(
             &self.name,
-            setup,
+            &self.setup,
             transport.kind().as_str(),
             transport.counts(),
-        ))
+        )
     }
 
     /// How long a call to `tool` waits: the manifest's `timeout_s`, else the default.
     pub fn timeout_for(&self, tool: &str) -> Duration {
-        self.wire().wait_for(tool)
+        self.stack.get_ref().get_ref().get_ref().wait_for(tool)
     }
 
-    /// Calls a tool through the whole stack and reads its answer by Maljan's rules.
+    /// Calls a tool through the whole stack with the default options and reads its answer
+    /// by Maljan's rules: [`call_with`](Self::call_with) with [`CallOptions::default`].
+    pub async fn call(&self, tool: &str, arguments: Value) -> Result<ToolAnswer, ClientError> {
+        self.call_with(tool, arguments, &CallOptions::default())
+            .await
+            .map(|trace| trace.answer)
+    }
+
+    /// Calls a tool through the whole stack, as `options` say (the run's step, the caller's
+    /// trace, a progress token, its own wait), and says what happened to it.
     ///
     /// Path arguments inside the job's directory are staged for a server elsewhere. The
     /// call waits for a slot under the concurrency cap (FIFO), is refused at once with
@@ -363,31 +383,11 @@ impl ServerConnection {
     /// envelope, a JSON-RPC error, no answer, a lost connection, an invalid answer, a
     /// resting server) is a failed [`ToolAnswer`] with its code, not an `Err`.
     ///
-    /// `arguments` must be a JSON object (or null for none). A platform primitive
-    /// (`get_file`, `put_sample*`, `capabilities`) is refused by name
-    /// ([`ClientError::PlatformPrimitive`]): this is the model-facing call, and only staging
-    /// moves files.
-    pub async fn call(&self, tool: &str, arguments: Value) -> Result<ToolAnswer, ClientError> {
-        self.call_with(tool, arguments, &CallOptions::default())
-            .await
-    }
-
-    /// [`call`](Self::call) as part of a run's step, or waiting another time than the
-    /// tool's own (see [`CallOptions`]).
+    /// `arguments` must be a JSON object (or null for none). A tool the server does not
+    /// offer, and a platform primitive (`get_file`, `put_sample*`, `capabilities`), are
+    /// refused by name ([`ClientError::UnknownTool`], [`ClientError::PlatformPrimitive`]):
+    /// this is the model-facing call, and only staging moves files.
     pub async fn call_with(
-        &self,
-        tool: &str,
-        arguments: Value,
-        options: &CallOptions,
-    ) -> Result<ToolAnswer, ClientError> {
-        self.call_traced(tool, arguments, options)
-            .await
-            .map(|trace| trace.answer)
-    }
-
-    /// [`call_with`](Self::call_with), saying also what the call was sent and how long it
-    /// waited under the cap (for a run's report).
-    pub async fn call_traced(
         &self,
         tool: &str,
         arguments: Value,
@@ -399,57 +399,33 @@ impl ServerConnection {
                 tool: tool.to_owned(),
             });
         }
-        let call = self.checked(tool, arguments, options)?;
-        Ok(match call {
-            Ok(call) => {
-                let called = self.stack.call(call).await;
-                CallTrace {
-                    answer: called.answer,
-                    sent_arguments: called.sent,
-                    queued: called.queued,
-                    written: called.written,
-                }
-            }
-            Err(refused) => CallTrace::of(refused),
-        })
-    }
-
-    /// [`call`](Self::call) without staging, asking the server for progress notifications
-    /// under `token` (`_meta.progressToken`); read them from
-    /// [`take_notifications`](Self::take_notifications).
-    pub async fn call_with_progress(
-        &self,
-        tool: &str,
-        arguments: Value,
-        token: Value,
-    ) -> Result<ToolAnswer, ClientError> {
-        match self.checked(tool, arguments, &CallOptions::default())? {
-            Ok(mut call) => {
-                call.meta
-                    .get_or_insert_with(serde_json::Map::new)
-                    .insert("progressToken".to_owned(), token);
-                Ok(self.stack.get_ref().call(call).await.answer)
-            }
-            Err(refused) => Ok(refused),
-        }
-    }
-
-    /// Checks a call before it is made: the tool exists, the arguments are an object.
-    /// `Ok(Err(answer))` is a call refused with a failed answer, ledgered.
-    fn checked(
-        &self,
-        tool: &str,
-        arguments: Value,
-        options: &CallOptions,
-    ) -> Result<Result<ToolCall, ToolAnswer>, ClientError> {
-        let setup = self.require_setup()?;
-        if !setup.tools.iter().any(|t| t.name == tool) {
+        if !self.setup.tools.iter().any(|t| t.name == tool) {
             return Err(ClientError::UnknownTool {
                 server: self.name.clone(),
                 tool: tool.to_owned(),
-                known: self.model_tools()?.iter().map(|t| t.name.clone()).collect(),
+                known: self.model_tools().iter().map(|t| t.name.clone()).collect(),
             });
         }
+        let call = self.call_of(tool, arguments, options);
+        if !matches!(call.arguments, Value::Object(_) | Value::Null) {
+            let refused = self
+                .stack
+                .get_ref()
+                .refuse(&call, not_an_object(&call.arguments));
+            return Ok(CallTrace::of(refused));
+        }
+        let called = self.stack.call(call).await;
+        Ok(CallTrace {
+            answer: called.answer,
+            sent_arguments: called.sent,
+            queued: called.queued,
+            written: called.written,
+        })
+    }
+
+    /// The call `options` make of `tool` with `arguments`: its step, wait, trace and
+    /// progress token.
+    fn call_of(&self, tool: &str, arguments: Value, options: &CallOptions) -> ToolCall {
         let mut call = ToolCall::new(tool, arguments);
         call.step = options.step().map(str::to_owned);
         call.wait = options.wait_for();
@@ -459,14 +435,13 @@ impl ServerConnection {
             None => TraceParent::new_trace(),
         }
         .to_string();
-        call.meta
-            .get_or_insert_with(serde_json::Map::new)
-            .insert("traceparent".to_owned(), Value::String(traceparent.clone()));
+        let meta = call.meta.get_or_insert_with(serde_json::Map::new);
+        meta.insert("traceparent".to_owned(), Value::String(traceparent.clone()));
+        if let Some(token) = options.progress_token() {
+            meta.insert("progressToken".to_owned(), token.clone());
+        }
         call.traceparent = Some(traceparent);
-        Ok(match &call.arguments {
-            Value::Object(_) | Value::Null => Ok(call),
-            other => Err(self.stack.get_ref().refuse(&call, not_an_object(other))),
-        })
+        call
     }
 
     /// Takes the files a tool named in its answer's `files` into the job's artefact store:
@@ -482,9 +457,9 @@ impl ServerConnection {
         self.stack.take_files(tool, answer, step).await
     }
 
-    /// The breaker's state.
+    /// The breaker's state (shared with every connection to the server that a run makes).
     pub fn breaker_state(&self) -> BreakerState {
-        self.stack.get_ref().get_ref().breaker_state()
+        self.guard.state()
     }
 
     /// Takes the receiver of the server's notifications (progress, log messages), once.
@@ -495,33 +470,28 @@ impl ServerConnection {
     /// The server's process id: `Some` for a server this client spawned (stdio), `None`
     /// over HTTP.
     pub fn server_pid(&self) -> Option<u32> {
-        self.wire().get_ref().server_pid()
+        self.wire().server_pid()
     }
 
     /// Waits up to `grace` for the server's process to exit and says how it exited (for a
     /// connection found lost); `None` without a process of its own.
     pub async fn wait_exit(&self, grace: Duration) -> Option<std::process::ExitStatus> {
-        self.wire().get_ref().wait_exit(grace).await
+        self.wire().wait_exit(grace).await
     }
 
     /// The last lines the server wrote on stderr (a stdio server's).
     pub fn stderr_tail(&self) -> String {
-        self.wire().get_ref().stderr_tail()
+        self.wire().stderr_tail()
     }
 
     /// What the connection received so far (for stdio, what the server's stdout held).
     pub fn counts(&self) -> TransportCounts {
-        self.wire().get_ref().counts()
+        self.wire().counts()
     }
 
     /// Closes the connection (for stdio: stdin closed, grace, SIGTERM, grace, SIGKILL).
     pub async fn close(self) -> CloseReport {
-        let transport = self
-            .stack
-            .into_inner()
-            .into_inner()
-            .into_inner()
-            .into_inner();
-        transport.close().await
+        let wire = self.stack.into_inner().into_inner().into_inner();
+        wire.into_inner().close().await
     }
 }

@@ -168,6 +168,8 @@ struct Agreed {
     protocol: ProtocolVersion,
     server_info: Implementation,
     instructions: Option<String>,
+    /// For a server of the 2026-07-28 era, how its requests are made.
+    modern: Option<ModernRequests>,
 }
 
 /// Asks `server/discover` in `version`: the answer, or none (no answer within the wait, or
@@ -254,6 +256,7 @@ async fn initialize(wire: &Timeout, plan: &SetupPlan<'_>) -> Result<Agreed, Step
         protocol,
         server_info: init.server_info,
         instructions: init.instructions,
+        modern: None,
     })
 }
 
@@ -270,13 +273,13 @@ async fn agree(wire: &Timeout, plan: &SetupPlan<'_>) -> Result<Agreed, StepFailu
         return initialize(wire, plan).await;
     };
     let protocol = ProtocolVersion::MODERN;
-    wire.set_modern(ModernRequests::new(
-        protocol,
-        plan.client_info,
-        plan.policy.clone(),
-    ));
     wire.get_ref().set_protocol(protocol);
     Ok(Agreed {
+        modern: Some(ModernRequests::new(
+            protocol,
+            plan.client_info,
+            plan.policy.clone(),
+        )),
         protocol,
         server_info: result.server_info().unwrap_or_else(|| Implementation {
             name: "(the server did not say)".to_owned(),
@@ -287,15 +290,37 @@ async fn agree(wire: &Timeout, plan: &SetupPlan<'_>) -> Result<Agreed, StepFailu
     })
 }
 
-/// Sets the server behind `wire` up by `plan`.
+/// Sets the server behind `wire` up by `plan`, and gives back the wire as set-up learned
+/// it must be (the era's rules, each tool's wait), with what set-up learned or why it
+/// failed.
 pub(crate) async fn set_up(
-    wire: &Timeout,
+    wire: Timeout,
     plan: SetupPlan<'_>,
+) -> (Timeout, Result<ServerSetup, StepFailure>) {
+    let mut agreed = match agree(&wire, &plan).await {
+        Ok(agreed) => agreed,
+        Err(failure) => return (wire, Err(failure)),
+    };
+    let wire = match agreed.modern.take() {
+        Some(modern) => wire.speaking_modern(modern),
+        None => wire,
+    };
+    let listed = list_tools(&wire, &plan, agreed).await;
+    let wire = match &listed {
+        Ok(setup) => wire.with_tool_waits(setup.tool_waits()),
+        Err(_) => wire,
+    };
+    (wire, listed)
+}
+
+/// Every page of `tools/list`, then the manifest when the server offers `capabilities`.
+async fn list_tools(
+    wire: &Timeout,
+    plan: &SetupPlan<'_>,
+    agreed: Agreed,
 ) -> Result<ServerSetup, StepFailure> {
     let transport = wire.get_ref();
     let wait = plan.wait;
-    let agreed = agree(wire, &plan).await?;
-
     let mut tools = Vec::new();
     let mut cursor = None;
     for _ in 0..MAX_TOOL_PAGES {

@@ -3,13 +3,12 @@
 //! mount); after a call, [`taking`](crate::taking) brings the files a tool named back.
 
 use std::path::Path;
-use std::sync::OnceLock;
 use std::time::Instant;
 
 use maljan_mcp_proto::maljan::{Outcome, ToolAnswer, ToolFailure, is_platform_primitive};
 use maljan_staging::{
-    CHUNK_BYTES, Degradation, Disclosed, Disclosure, DisclosureOutcome, SampleMount, Staging,
-    ToolCaller, UploadMode, upload, upload_with_digest,
+    CHUNK_BYTES, Degradation, Disclosed, Disclosure, DisclosureOutcome, Staging, ToolCaller,
+    UploadMode, upload, upload_with_digest,
 };
 use serde_json::Value;
 
@@ -26,7 +25,8 @@ pub(crate) struct Staged<S> {
     inner: S,
     place: ServerReach,
     context: ConnectionContext,
-    tools: OnceLock<Vec<String>>,
+    /// The server's tools, as set-up listed them: which upload primitives it offers.
+    tools: Vec<String>,
 }
 
 /// The platform primitives, called through the layer below (ledgered, under the cap), for
@@ -68,13 +68,18 @@ impl<S: CallService> ToolCaller for Primitives<'_, S> {
 }
 
 impl<S> Staged<S> {
-    /// Stages for `inner`, a server at `place`, within `context`'s job.
-    pub(crate) fn new(inner: S, place: ServerReach, context: ConnectionContext) -> Self {
+    /// Stages for `inner`, a server at `place` offering `tools`, within `context`'s job.
+    pub(crate) fn new(
+        inner: S,
+        place: ServerReach,
+        tools: Vec<String>,
+        context: ConnectionContext,
+    ) -> Self {
         Staged {
             inner,
             place,
             context,
-            tools: OnceLock::new(),
+            tools,
         }
     }
 
@@ -88,17 +93,6 @@ impl<S> Staged<S> {
         self.inner
     }
 
-    /// Says whether the server is elsewhere, and where it sees the job's files.
-    pub(crate) fn set_reach(&mut self, remote: bool, sample_mount: Option<SampleMount>) {
-        self.place.remote = remote;
-        self.place.sample_mount = sample_mount;
-    }
-
-    /// The server's tools, once setup listed them: which upload primitives it offers.
-    pub(crate) fn set_tools(&self, tools: Vec<String>) {
-        let _ = self.tools.set(tools);
-    }
-
     /// The platform primitives, called through the layer below.
     pub(crate) fn primitives(&self) -> Primitives<'_, S> {
         self.primitives_for(None)
@@ -109,7 +103,7 @@ impl<S> Staged<S> {
         Primitives {
             inner: &self.inner,
             server: &self.place.server,
-            tools: self.tools.get().map_or(&[], Vec::as_slice),
+            tools: &self.tools,
             step,
         }
     }
@@ -391,9 +385,13 @@ mod tests {
             sample_mount: None,
         };
         let context = ConnectionContext::default().with_job(job.clone());
-        let staged = Staged::new(Scripted::new(remote_server as Script), place, context);
-        staged.set_tools(tools.iter().map(|t| (*t).to_owned()).collect());
-        staged
+        let tools = tools.iter().map(|t| (*t).to_owned()).collect();
+        Staged::new(
+            Scripted::new(remote_server as Script),
+            place,
+            tools,
+            context,
+        )
     }
 
     fn job_with_payload() -> (tempfile::TempDir, Arc<Job>, String) {

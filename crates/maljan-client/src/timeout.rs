@@ -2,7 +2,6 @@
 //! on the server (`notifications/cancelled`) when it is given up.
 
 use std::collections::HashMap;
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use maljan_mcp_proto::jsonrpc::Reply;
@@ -40,9 +39,10 @@ impl Unanswered {
 pub(crate) struct Timeout {
     transport: Box<dyn Transport>,
     default_wait: Duration,
-    tool_waits: OnceLock<HashMap<String, Duration>>,
-    /// Set once the server is known to speak the modern era.
-    modern: OnceLock<ModernRequests>,
+    tool_waits: HashMap<String, Duration>,
+    /// For a server of the 2026-07-28 era: how its requests are stamped and its requests
+    /// for input answered.
+    modern: Option<ModernRequests>,
 }
 
 impl Timeout {
@@ -51,8 +51,8 @@ impl Timeout {
         Timeout {
             transport,
             default_wait,
-            tool_waits: OnceLock::new(),
-            modern: OnceLock::new(),
+            tool_waits: HashMap::new(),
+            modern: None,
         }
     }
 
@@ -66,21 +66,23 @@ impl Timeout {
         self.transport
     }
 
-    /// Sets each tool's own timeout (a manifest's `timeout_s`), once.
-    pub(crate) fn set_tool_waits(&self, waits: HashMap<String, Duration>) {
-        let _ = self.tool_waits.set(waits);
+    /// The same wire, each tool waiting its own timeout (a manifest's `timeout_s`).
+    pub(crate) fn with_tool_waits(self, tool_waits: HashMap<String, Duration>) -> Self {
+        Timeout { tool_waits, ..self }
     }
 
-    /// From now on every request follows the modern era's rules, once.
-    pub(crate) fn set_modern(&self, modern: ModernRequests) {
-        let _ = self.modern.set(modern);
+    /// The same wire, every request following the 2026-07-28 era's rules.
+    pub(crate) fn speaking_modern(self, modern: ModernRequests) -> Self {
+        Timeout {
+            modern: Some(modern),
+            ..self
+        }
     }
 
     /// How long a call to `tool` waits.
     pub(crate) fn wait_for(&self, tool: &str) -> Duration {
         self.tool_waits
-            .get()
-            .and_then(|waits| waits.get(tool))
+            .get(tool)
             .copied()
             .unwrap_or(self.default_wait)
     }
@@ -94,7 +96,7 @@ impl Timeout {
         cancellable: bool,
     ) -> Result<Reply, Unanswered> {
         let method = request.method().to_owned();
-        let request = match self.modern.get() {
+        let request = match self.modern.as_ref() {
             Some(modern) => modern.stamp(request),
             None => request,
         };
@@ -113,7 +115,7 @@ impl Timeout {
             Err(_) => {
                 // A modern HTTP request is cancelled by closing its stream, which dropping
                 // its reply did; the era sends no notifications over HTTP.
-                let closed_is_cancelled = self.modern.get().is_some()
+                let closed_is_cancelled = self.modern.as_ref().is_some()
                     && self.transport.kind() == TransportKind::StreamableHttp;
                 if cancellable && method != methods::INITIALIZE && !closed_is_cancelled {
                     let cancel = CancelledParams {
@@ -155,7 +157,7 @@ impl Timeout {
     ) -> Result<Value, ToolFailure> {
         let modern = self
             .modern
-            .get()
+            .as_ref()
             .expect("only modern calls are asked for input");
         let answers = modern.answer(input).map_err(|refused| {
             ToolFailure::new(
@@ -251,7 +253,7 @@ impl CallService for Timeout {
             // A modern call may be answered input_required and asked again, so its params
             // are kept past their sending; not a platform primitive's (a file chunk is not
             // held twice), which may not ask for input.
-            let retained = (self.modern.get().is_some() && !is_platform_primitive(&call.tool))
+            let retained = (self.modern.as_ref().is_some() && !is_platform_primitive(&call.tool))
                 .then(|| params.clone());
             let request = OutgoingRequest::new(methods::TOOLS_CALL, Some(params));
             let reply = self.request(request, wait, true).await;
@@ -383,7 +385,8 @@ mod tests {
     async fn a_tool_with_its_own_timeout_waits_that_long() {
         let (transport, _peer) = memory::pair("memory");
         let timeout = Timeout::new(Box::new(transport), Duration::from_secs(60));
-        timeout.set_tool_waits([("slow".to_owned(), Duration::from_secs(600))].into());
+        let timeout =
+            timeout.with_tool_waits([("slow".to_owned(), Duration::from_secs(600))].into());
         assert_eq!(timeout.wait_for("slow"), Duration::from_secs(600));
         assert_eq!(timeout.wait_for("other"), Duration::from_secs(60));
     }

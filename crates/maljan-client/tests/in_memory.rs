@@ -3,9 +3,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::FutureExt;
 use maljan_client::{
-    ClientError, ClientSettings, ConnectionContext, ServerConnection, StdioConfig,
+    ClientError, ClientSettings, ConnectionContext, ServerConnection, StartedConnection,
+    StdioConfig,
 };
 use maljan_mcp_proto::jsonrpc::{DecodedLine, Message, Request, decode_line};
 use maljan_mcp_proto::maljan::ErrorCode;
@@ -19,7 +19,7 @@ type Script = fn(&Request, &Value) -> Option<Value>;
 fn scripted(
     script: Script,
     settings: ClientSettings,
-) -> (ServerConnection, Arc<Mutex<Vec<String>>>) {
+) -> (StartedConnection, Arc<Mutex<Vec<String>>>) {
     let (client, server) = tokio::io::duplex(1 << 16);
     let (client_read, client_write) = tokio::io::split(client);
     let connection =
@@ -104,7 +104,8 @@ fn paged_server(request: &Request, params: &Value) -> Option<Value> {
 #[tokio::test]
 async fn setup_reads_every_tool_page_and_hides_platform_primitives() {
     let (server, notifications) = scripted(paged_server, ClientSettings::default());
-    let setup = server.setup().await.expect("set up");
+    let server = server.set_up().await.expect("set up");
+    let setup = server.setup();
     let all: Vec<&str> = setup.tools.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(
         all,
@@ -112,12 +113,11 @@ async fn setup_reads_every_tool_page_and_hides_platform_primitives() {
     );
     let model: Vec<&str> = server
         .model_tools()
-        .expect("set up")
         .iter()
         .map(|t| t.name.as_str())
         .collect();
     assert_eq!(model, ["a", "b", "slow"]);
-    let card = server.card().expect("set up");
+    let card = server.card();
     assert_eq!(card.primitives, ["put_sample", "get_file", "capabilities"]);
     assert_eq!(card.unavailable.len(), 1);
     assert_eq!(card.unavailable[0].reason, "libb is missing");
@@ -135,45 +135,12 @@ async fn setup_reads_every_tool_page_and_hides_platform_primitives() {
 }
 
 #[tokio::test]
-async fn a_second_setup_is_refused_while_connecting_and_once_connected() {
-    let (server, _) = scripted(paged_server, ClientSettings::default());
-    let mut first = Box::pin(server.setup());
-    assert!(
-        first.as_mut().now_or_never().is_none(),
-        "the first setup is waiting"
-    );
-    let error = server.setup().await.expect_err("refused");
-    assert!(
-        matches!(
-            error,
-            ClientError::AlreadySetUp {
-                state: "connecting",
-                ..
-            }
-        ),
-        "{error}"
-    );
-    first.await.expect("the first setup completes");
-    let error = server.setup().await.expect_err("refused");
-    assert!(
-        matches!(
-            error,
-            ClientError::AlreadySetUp {
-                state: "connected",
-                ..
-            }
-        ),
-        "{error}"
-    );
-}
-
-#[tokio::test]
 async fn an_unsupported_protocol_version_fails_setup_clearly() {
     fn old_server(request: &Request, _: &Value) -> Option<Value> {
         (request.method == "initialize").then(|| initialize_result("2023-01-01"))
     }
     let (server, _) = scripted(old_server, ClientSettings::default());
-    let error = server.setup().await.expect_err("refused").to_string();
+    let error = server.set_up().await.expect_err("refused").to_string();
     assert!(
         error.contains("initialize failed") && error.contains("2023-01-01"),
         "{error}"
@@ -184,7 +151,7 @@ async fn an_unsupported_protocol_version_fails_setup_clearly() {
 async fn a_call_waits_the_manifest_timeout_then_cancels_on_the_server() {
     let settings = waiting(Duration::from_secs(3600));
     let (server, notifications) = scripted(paged_server, settings);
-    server.setup().await.expect("set up");
+    let server = server.set_up().await.expect("set up");
     assert_eq!(server.timeout_for("slow"), Duration::from_millis(250));
     assert_eq!(
         server.timeout_for("a"),
@@ -206,11 +173,14 @@ async fn a_call_waits_the_manifest_timeout_then_cancels_on_the_server() {
 }
 
 #[tokio::test]
-async fn calls_before_setup_and_non_object_arguments_are_refused() {
+async fn non_object_arguments_and_unknown_tools_are_refused() {
     let (server, _) = scripted(paged_server, ClientSettings::default());
-    let error = server.call("a", json!({})).await.expect_err("not set up");
-    assert!(matches!(error, ClientError::NotSetUp { .. }));
-    server.setup().await.expect("set up");
+    let server = server.set_up().await.expect("set up");
+    let error = server
+        .call("nope", json!({}))
+        .await
+        .expect_err("no such tool");
+    assert!(matches!(error, ClientError::UnknownTool { .. }), "{error}");
     let answer = server.call("a", json!([1])).await.expect("call");
     assert_eq!(
         answer.failure().map(|f| &f.code),

@@ -35,7 +35,7 @@ async fn over_http_a_staged_sample_is_unpacked_and_a_member_taken_back() {
     let sidecar = start_http_sidecar();
     let dir = tempfile::tempdir().expect("temp dir");
     let (job, server) = connect_with_job(&sidecar, dir.path()).await;
-    let card = server.card().expect("card");
+    let card = server.card();
     assert_eq!(card.server_info.name, "maljan-sidecar");
     assert!(card.tools.iter().any(|t| t.name == "unpack"));
     assert!(card.primitives.contains(&"get_file".to_owned()));

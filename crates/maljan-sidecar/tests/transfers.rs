@@ -46,9 +46,11 @@ async fn remote_sidecar(context: ConnectionContext) -> Remote {
     let stdout = child.stdout.take().expect("stdout");
     let stdin = child.stdin.take().expect("stdin");
     let connection = StdioTransport::over(stdout, stdin, StdioConfig::named("remote"));
-    let server =
-        ServerConnection::over(connection, ClientSettings::default(), context).remote(None);
-    server.setup().await.expect("sets up");
+    let server = ServerConnection::over(connection, ClientSettings::default(), context)
+        .remote(None)
+        .set_up()
+        .await
+        .expect("sets up");
     Remote {
         server,
         server_dir,

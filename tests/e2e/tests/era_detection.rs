@@ -41,7 +41,7 @@ async fn connect(config: &ServerConfig, settings: ClientSettings) -> ServerConne
 /// The era and version a server was set up in, and whether a call then works.
 async fn agreed(discover: &str) -> (&'static str, String) {
     let server = connect(&misbehaving(discover), settings()).await;
-    let card = server.card().expect("card");
+    let card = server.card();
     let echo = server.call("echo", json!({"x": 1})).await.expect("call");
     assert_eq!(echo.value, json!({"x": 1}), "{discover}: {echo:?}");
     server.close().await;
@@ -60,7 +60,7 @@ async fn a_kit_server_over_stdio_is_spoken_to_in_the_modern_era_and_the_ledger_s
     )
     .await
     .expect("set up");
-    let card = server.card().expect("card");
+    let card = server.card();
     assert_eq!(
         (card.era, card.protocol_version.as_str()),
         ("modern", "2026-07-28")
@@ -147,11 +147,11 @@ async fn a_fixed_era_is_kept_to() {
     let mut legacy_only = settings();
     legacy_only.era = EraChoice::Legacy;
     let server = connect(&misbehaving("modern"), legacy_only.clone()).await;
-    assert_eq!(server.card().expect("card").era, "legacy");
+    assert_eq!(server.card().era, "legacy");
     server.close().await;
     let kit = ServerConfig::stdio("kit", ServerCommand::new(KIT));
     let server = connect(&kit, legacy_only).await;
-    assert_eq!(server.card().expect("card").protocol_version, "2025-11-25");
+    assert_eq!(server.card().protocol_version, "2025-11-25");
     let answer = server.call("noisy", json!({})).await.expect("call");
     assert!(answer.is_ok(), "{answer:?}");
     server.close().await;
@@ -225,7 +225,7 @@ async fn over_http_the_kit_is_modern_and_an_origin_found_legacy_is_not_probed_ag
     let server = ServerConnection::connect(&config, settings(), context.clone())
         .await
         .expect("set up");
-    let card = server.card().expect("card");
+    let card = server.card();
     assert_eq!(
         (card.era, card.protocol_version.as_str()),
         ("modern", "2026-07-28")
@@ -239,14 +239,14 @@ async fn over_http_the_kit_is_modern_and_an_origin_found_legacy_is_not_probed_ag
     let legacy = ServerConnection::connect(&config, legacy_only, context.clone())
         .await
         .expect("set up");
-    assert_eq!(legacy.card().expect("card").era, "legacy");
+    assert_eq!(legacy.card().era, "legacy");
     legacy.close().await;
     // The context now knows the origin as legacy: an automatic setup goes straight to
     // initialize (the kit would have answered server/discover).
     let again = ServerConnection::connect(&config, settings(), context)
         .await
         .expect("set up");
-    assert_eq!(again.card().expect("card").era, "legacy");
+    assert_eq!(again.card().era, "legacy");
     again.close().await;
 }
 
@@ -275,7 +275,7 @@ async fn a_modern_http_call_given_up_is_cancelled_by_closing_its_stream() {
     let mut impatient = settings();
     impatient.default_timeout = Duration::from_millis(300);
     let server = connect(&ServerConfig::http("spinner", &url), impatient).await;
-    assert_eq!(server.card().expect("card").era, "modern");
+    assert_eq!(server.card().era, "modern");
     let answer = server.call("spin", json!({})).await.expect("call");
     assert_eq!(
         answer.failure().map(|f| &f.code),

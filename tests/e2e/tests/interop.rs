@@ -10,7 +10,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use maljan_client::{
-    ClientSettings, ConnectionContext, EraChoice, ServerCommand, ServerConfig, ServerConnection,
+    CallOptions, ClientSettings, ConnectionContext, EraChoice, ServerCommand, ServerConfig,
+    ServerConnection,
 };
 use serde_json::{Value, json};
 
@@ -139,7 +140,7 @@ async fn exercise_in(config: ServerConfig, era: EraChoice, expected: &str) {
     let mut server = ServerConnection::connect(&config, settings, ConnectionContext::default())
         .await
         .expect("sets up");
-    let card = server.card().expect("card");
+    let card = server.card();
     assert_eq!(
         card.era,
         expected,
@@ -149,7 +150,6 @@ async fn exercise_in(config: ServerConfig, era: EraChoice, expected: &str) {
     );
     let names: Vec<String> = server
         .model_tools()
-        .expect("set up")
         .iter()
         .map(|t| t.name.clone())
         .collect();
@@ -180,13 +180,14 @@ async fn exercise_in(config: ServerConfig, era: EraChoice, expected: &str) {
         .take_notifications()
         .expect("the notification receiver");
     let long = server
-        .call_with_progress(
+        .call_with(
             "trigger-long-running-operation",
             json!({"duration": 1, "steps": 3}),
-            json!("interop-1"),
+            &CallOptions::default().progress("interop-1"),
         )
         .await
-        .expect("call");
+        .expect("call")
+        .answer;
     assert!(long.is_ok(), "{long:?}");
     let mut progress = 0;
     while let Ok(n) = notifications.try_recv() {

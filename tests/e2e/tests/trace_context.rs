@@ -17,7 +17,7 @@ async fn sent_traceparent(server: &ServerConnection, options: &CallOptions) -> T
         .call_with("meta", json!({}), options)
         .await
         .expect("call");
-    let sent = answer.value["meta"]["traceparent"]
+    let sent = answer.answer.value["meta"]["traceparent"]
         .as_str()
         .expect("a traceparent in _meta");
     sent.parse().expect("a W3C traceparent")

@@ -18,8 +18,7 @@ async fn a_server_offering_only_put_sample_receives_exactly_one_upload_call() {
     .await
     .expect("sets up");
     let tools: Vec<String> = server
-        .setup_info()
-        .expect("set up")
+        .setup()
         .tools
         .iter()
         .map(|t| t.name.clone())

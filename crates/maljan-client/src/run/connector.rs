@@ -36,9 +36,7 @@ use crate::server_connection::ServerConnection;
 ///     ) -> BoxFuture<'a, Result<ServerConnection, ClientError>> {
 ///         Box::pin(async move {
 ///             let (transport, _peer) = memory::pair(config.name.as_str());
-///             let connection = ServerConnection::over(transport, settings.clone(), context);
-///             connection.setup().await?;
-///             Ok(connection)
+///             ServerConnection::over(transport, settings.clone(), context).set_up().await
 ///         })
 ///     }
 /// }

@@ -201,7 +201,7 @@ impl Run {
                 Err(unavailable) => return (failed(unavailable_failure(&unavailable)), None),
             };
             let trace = match connection
-                .call_traced(tool, arguments.clone(), &options)
+                .call_with(tool, arguments.clone(), &options)
                 .await
             {
                 Ok(trace) => trace,

@@ -182,7 +182,7 @@ impl ServerSlot {
         match connector.connect(&self.config, settings, context).await {
             Ok(connection) => {
                 if state.card.is_none() {
-                    state.card = connection.card().ok();
+                    state.card = Some(connection.card());
                 }
                 let connection = Arc::new(connection);
                 state.current = Some(connection.clone());

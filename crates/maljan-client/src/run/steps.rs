@@ -156,9 +156,7 @@ impl Run {
             let Ok(connection) = connection else {
                 continue;
             };
-            let Ok(tools) = connection.model_tools() else {
-                continue;
-            };
+            let tools = connection.model_tools();
             if let Err(refused) = pack.check_tools(server, tools.iter().map(|t| t.name.as_str())) {
                 errors.extend(refused.errors().iter().cloned());
             }

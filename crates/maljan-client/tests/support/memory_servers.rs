@@ -178,9 +178,9 @@ impl Connector for InMemory {
                 .expect("a run's context has its job");
             let (transport, peer) = memory::pair(config.name.as_str());
             tokio::spawn(serve(peer, config.name.clone(), staging));
-            let connection = ServerConnection::over(transport, settings.clone(), context);
-            connection.setup().await?;
-            Ok(connection)
+            ServerConnection::over(transport, settings.clone(), context)
+                .set_up()
+                .await
         })
     }
 }
