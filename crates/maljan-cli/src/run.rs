@@ -4,12 +4,12 @@
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use maljan_client::{
-    ClientSettings, ConnectionContext, Job, Ledger, Pack, PackErrors, PackInfo, Run, RunReport,
-    ServerConfig, StepOutcome, Verdict, distinct_failures,
+    ClientSettings, ConnectionContext, Job, Ledger, Pack, PackErrors, PackInfo, Run, RunEvent,
+    RunReport, ServerConfig, StepOutcome, Verdict, distinct_failures,
 };
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
@@ -181,17 +181,24 @@ impl Carried<'_> {
         if let Some(reporter) = progress::terminal_reporter() {
             context = context.with_progress(reporter);
         }
-        let run = Run::new(job.clone(), servers, settings, context);
         let terminal = std::io::stderr().is_terminal();
         let total = pack.steps().len();
-        let mut so_far: Vec<StepOutcome> = Vec::new();
-        let executed = {
-            let execution = run.execute_observed(pack, |outcome| {
-                so_far.push(outcome.clone());
-                if terminal {
-                    errln!("[{}] {}", so_far.len(), render::step_line(outcome));
+        // What finished so far, for the report of a run that is stopped.
+        let so_far: Arc<Mutex<Vec<StepOutcome>>> = Arc::default();
+        let seen = so_far.clone();
+        let run = Run::new(job.clone(), servers, settings, context).recording_to(
+            move |event: &RunEvent<'_>| {
+                if let RunEvent::StepFinished(outcome) = event {
+                    let mut seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
+                    seen.push((*outcome).clone());
+                    if terminal {
+                        errln!("[{}] {}", seen.len(), render::step_line(outcome));
+                    }
                 }
-            });
+            },
+        );
+        let executed = {
+            let execution = run.execute(pack);
             // Ctrl-C or SIGTERM ends the run: the steps' calls are dropped (and cancelled on
             // their servers), the servers closed, and the report says what was done so far.
             tokio::select! {
@@ -205,7 +212,7 @@ impl Carried<'_> {
         let outcomes = match executed {
             Some(Ok(outcomes)) => outcomes,
             Some(Err(errors)) => return Ok(refused(&errors)),
-            None => so_far,
+            None => std::mem::take(&mut *so_far.lock().unwrap_or_else(PoisonError::into_inner)),
         };
         let pack_info = PackInfo {
             origin: pack.origin().to_owned(),

@@ -72,8 +72,8 @@ pub use pack::{MAX_STEP_TIMEOUT_S, Pack, PackError, PackErrors, Step};
 pub use progress::{ProgressReporter, TransferProgress};
 pub use report::{PackInfo, REPORT_SCHEMA_VERSION, ReportFiles, RunReport, SampleInfo, Verdict};
 pub use run::{
-    Configured, Connector, DistinctFailure, HandedFile, MAX_RESTARTS, Run, RunEnd, ServerLoss,
-    ServerRecord, StepOutcome, StepStatus, Unavailable, distinct_failures,
+    Configured, Connector, DistinctFailure, HandedFile, MAX_RESTARTS, Recorder, Run, RunEnd,
+    RunEvent, ServerLoss, ServerRecord, StepOutcome, StepStatus, Unavailable, distinct_failures,
 };
 pub use server_connection::{ServerConnection, StartedConnection};
 pub use setup::{ServerSetup, SetupFailure};

@@ -144,6 +144,21 @@ fn check(run: &InMemoryRun) {
         outside.taken
     );
     assert!(run.job.dir().join("outputs/unpack/a.js").is_file());
+
+    // The recorder heard every run start and every outcome, each start before its end,
+    // and the one server lost.
+    let count = |prefix: &str| run.events.iter().filter(|e| e.starts_with(prefix)).count();
+    assert_eq!(count("finished "), run.outcomes.len());
+    let ran = run
+        .outcomes
+        .iter()
+        .filter(|o| !matches!(o.status, StepStatus::Skipped { .. }))
+        .count();
+    assert_eq!(count("started "), ran);
+    assert_eq!(count("lost "), 1);
+    let started = run.events.iter().position(|e| e == "started unpack");
+    let finished = run.events.iter().position(|e| e == "finished unpack");
+    assert!(started < finished, "{:?}", run.events);
 }
 
 #[tokio::test(start_paused = true)]

@@ -1,8 +1,10 @@
 //! A run: one job across every configured server.
 
 mod connector;
+mod events;
 mod outcome;
 mod resolve;
+mod schedule;
 mod servers;
 mod steps;
 
@@ -15,6 +17,7 @@ use maljan_mcp_proto::maljan::{ErrorCode, ToolAnswer};
 use serde_json::Value;
 
 pub use connector::{Configured, Connector};
+pub use events::{Recorder, RunEvent};
 pub use outcome::{DistinctFailure, HandedFile, StepOutcome, StepStatus, distinct_failures};
 pub use servers::{MAX_RESTARTS, ServerLoss, ServerRecord, Unavailable};
 
@@ -25,6 +28,7 @@ use crate::error::ClientError;
 use crate::job::Job;
 use crate::server_connection::ServerConnection;
 use crate::trace::TraceParent;
+use events::Recorders;
 use servers::ServerSlot;
 
 /// One job across several servers: each configured server connected on first use and set
@@ -56,6 +60,7 @@ pub struct Run {
     context: ConnectionContext,
     servers: BTreeMap<String, ServerSlot>,
     connector: Arc<dyn Connector>,
+    recorders: Recorders,
     /// The calls its steps made (or were refused for the run's cap): bounded by
     /// [`RunLimits::max_calls`](crate::config::RunLimits::max_calls).
     calls_made: AtomicUsize,
@@ -117,6 +122,7 @@ impl Run {
             context,
             servers,
             connector: Arc::new(Configured),
+            recorders: Recorders::default(),
             calls_made: AtomicUsize::new(0),
         }
     }
@@ -126,6 +132,17 @@ impl Run {
     pub fn connecting_with(mut self, connector: impl Connector + 'static) -> Run {
         self.connector = Arc::new(connector);
         self
+    }
+
+    /// The run tells `recorder` what it learns as it learns it ([`RunEvent`]): each step
+    /// started and finished, each server lost.
+    pub fn recording_to(mut self, recorder: impl Recorder + 'static) -> Run {
+        self.recorders.push(recorder);
+        self
+    }
+
+    fn record(&self, event: &RunEvent<'_>) {
+        self.recorders.record(event);
     }
 
     /// The run's id, as its ledger entries name it.
@@ -214,8 +231,13 @@ impl Run {
             let Some(failure) = lost else {
                 return (trace, Some(connection));
             };
-            if let Ok(slot) = self.slot(server) {
-                slot.lost(&connection, &failure.message).await;
+            if let Ok(slot) = self.slot(server)
+                && let Some(loss) = slot.lost(&connection, &failure.message).await
+            {
+                self.record(&RunEvent::ServerLost {
+                    server,
+                    loss: &loss,
+                });
             }
             if trace.written {
                 return (trace, Some(connection));

@@ -9,6 +9,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::job::TakenFile;
+use crate::pack::Step;
 
 /// How one step (or one of its runs, for a step run once per file) ended.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -75,6 +76,33 @@ pub struct StepOutcome {
 }
 
 impl StepOutcome {
+    /// `step`, skipped for `reason` without a call.
+    pub(crate) fn skipped(step: &Step, reason: String) -> StepOutcome {
+        StepOutcome {
+            step: step.id().to_owned(),
+            instance: None,
+            server: step.server().to_owned(),
+            tool: step.tool().to_owned(),
+            arguments: step.arguments().clone(),
+            resolved: None,
+            status: StepStatus::Skipped { reason },
+            answer: None,
+            taken: Vec::new(),
+            handed: Vec::new(),
+            duration_ms: 0,
+            sent_arguments: None,
+            queued_ms: 0,
+        }
+    }
+
+    /// `step`, failed with `failure` before any call was made.
+    pub(crate) fn failed_before_running(step: &Step, failure: ToolFailure) -> StepOutcome {
+        StepOutcome {
+            status: StepStatus::Failed { failure },
+            ..StepOutcome::skipped(step, String::new())
+        }
+    }
+
     /// The failure, when it failed.
     pub fn failure(&self) -> Option<&ToolFailure> {
         match &self.status {

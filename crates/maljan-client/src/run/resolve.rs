@@ -22,6 +22,17 @@ pub(super) struct Finished {
     pub(super) outputs: Vec<HandedFile>,
 }
 
+impl Finished {
+    /// A step none of whose runs has finished yet.
+    pub(super) fn not_yet() -> Self {
+        Finished {
+            completed: false,
+            why_not: String::new(),
+            outputs: Vec::new(),
+        }
+    }
+}
+
 /// One run of a step.
 #[derive(Debug)]
 pub(super) struct Instance {

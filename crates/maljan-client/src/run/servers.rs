@@ -202,15 +202,18 @@ impl ServerSlot {
 
     /// Says that `connection` was lost (a call failed with `connection_lost`): it is
     /// retired with how its server ended, and the next call connects the server again. Of
-    /// the callers that find the same connection lost, the first tells.
-    pub(crate) async fn lost(&self, connection: &Arc<ServerConnection>, failure: &str) {
+    /// the callers that find the same connection lost, the first tells, and is given the
+    /// loss.
+    pub(crate) async fn lost(
+        &self,
+        connection: &Arc<ServerConnection>,
+        failure: &str,
+    ) -> Option<ServerLoss> {
         let mut state = self.state.lock().await;
         let current = state
             .current
             .take_if(|current| Arc::ptr_eq(current, connection));
-        let Some(dead) = current else {
-            return;
-        };
+        let dead = current?;
         let exit = dead.wait_exit(EXIT_GRACE).await;
         let loss = ServerLoss {
             exit: exit.map(|status| status.to_string()),
@@ -219,8 +222,9 @@ impl ServerSlot {
         };
         tracing::warn!(server = self.config.name, "connection lost: {loss}");
         state.last_failure = Some(loss.to_string());
-        state.losses.push(loss);
+        state.losses.push(loss.clone());
         state.retired.push(dead);
+        Some(loss)
     }
 
     /// Closes every connection the run made to the server, and says what it learned.

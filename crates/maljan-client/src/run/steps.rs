@@ -2,7 +2,7 @@
 //! once; a step whose input never came is skipped with the reason; a failed step stops
 //! nothing else.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Instant;
 
@@ -14,7 +14,9 @@ use maljan_mcp_proto::maljan::{ErrorCode, Outcome, ToolAnswer, ToolFailure};
 use maljan_staging::Origin;
 use serde_json::Value;
 
-use super::resolve::{Finished, Instance, NotRun, instances};
+use super::events::RunEvent;
+use super::resolve::Instance;
+use super::schedule::{Next, Scheduler};
 use super::{HandedFile, Run, StepOutcome, StepStatus};
 use crate::call::CallOptions;
 use crate::job::TakenFile;
@@ -36,108 +38,32 @@ impl Run {
     /// never came is skipped with the reason; a failed step does not stop the others; a
     /// server that cannot start fails its steps with its stderr tail.
     ///
-    /// The outcomes are in the order the steps finished.
+    /// The outcomes are in the order the steps finished; the run's recorders hear each
+    /// step start and finish as it happens ([`Run::recording_to`]).
     pub async fn execute(&self, pack: &Pack) -> Result<Vec<StepOutcome>, PackErrors> {
-        self.execute_observed(pack, |_| {}).await
-    }
-
-    /// [`execute`](Self::execute), telling `observe` of each step's outcome as it comes (to
-    /// show progress).
-    pub async fn execute_observed(
-        &self,
-        pack: &Pack,
-        mut observe: impl FnMut(&StepOutcome),
-    ) -> Result<Vec<StepOutcome>, PackErrors> {
         pack.check_servers(self.server_names())?;
         self.check_tools(pack).await?;
-        let mut finished: HashMap<String, Finished> = HashMap::new();
-        let mut waiting: Vec<&Step> = pack.steps().iter().collect();
-        let mut runs_left: HashMap<&str, usize> = HashMap::new();
-        // Steps with runs still going: what their finished runs came to.
-        let mut partial: HashMap<&str, Finished> = HashMap::new();
+        let mut scheduler = Scheduler::new(pack, self.settings.run.max_instances_per_step);
         let mut running = FuturesUnordered::new();
         let mut outcomes = Vec::new();
         loop {
-            // Start every step whose references are all finished; a skip can make more
-            // steps ready, so look again until nothing changes.
-            loop {
-                let ready: Vec<&Step> = waiting
-                    .iter()
-                    .copied()
-                    .filter(|s| s.dependencies().iter().all(|d| finished.contains_key(d)))
-                    .collect();
-                if ready.is_empty() {
-                    break;
-                }
-                waiting.retain(|s| !ready.iter().any(|r| r.id() == s.id()));
-                for step in ready {
-                    let most = self.settings.run.max_instances_per_step;
-                    match instances(step, self.job(), &finished, most) {
-                        Ok(list) => {
-                            runs_left.insert(step.id(), list.len());
-                            for instance in list {
-                                running.push(self.run_step(step, instance));
-                            }
-                        }
-                        Err(NotRun::TooMany(count)) => {
-                            let failure = too_many_runs(step, count, most);
-                            finished.insert(
-                                step.id().to_owned(),
-                                Finished {
-                                    completed: false,
-                                    why_not: format!("failed: {}", failure.message),
-                                    outputs: Vec::new(),
-                                },
-                            );
-                            let outcome = failed_before_running(step, failure);
-                            observe(&outcome);
-                            outcomes.push(outcome);
-                        }
-                        Err(NotRun::Skipped(reason)) => {
-                            finished.insert(
-                                step.id().to_owned(),
-                                Finished {
-                                    completed: false,
-                                    why_not: format!("was skipped: {reason}"),
-                                    outputs: Vec::new(),
-                                },
-                            );
-                            let outcome = skipped(step, reason);
-                            observe(&outcome);
-                            outcomes.push(outcome);
-                        }
+            while let Some(next) = scheduler.poll_ready(self.job()) {
+                match next {
+                    Next::Run { step, instance } => running.push(self.run_step(step, instance)),
+                    Next::Ended(outcome) => {
+                        self.record(&RunEvent::StepFinished(&outcome));
+                        outcomes.push(*outcome);
                     }
                 }
             }
-            let Some(ran) = running.next().await else {
+            let Some(Ran { step, outcome }) = running.next().await else {
                 break;
             };
-            let Ran { step, outcome } = ran;
-            let progress = partial.entry(step.id()).or_insert_with(|| Finished {
-                completed: false,
-                why_not: String::new(),
-                outputs: Vec::new(),
-            });
-            match &outcome.status {
-                StepStatus::Completed => {
-                    progress.completed = true;
-                    progress.outputs.extend(outcome.handed.iter().cloned());
-                }
-                StepStatus::Failed { failure } if progress.why_not.is_empty() => {
-                    progress.why_not = format!("failed: {}", failure.message);
-                }
-                _ => {}
-            }
-            observe(&outcome);
+            scheduler.handle_finished(step, &outcome);
+            self.record(&RunEvent::StepFinished(&outcome));
             outcomes.push(outcome);
-            let left = runs_left.entry(step.id()).or_insert(1);
-            *left -= 1;
-            if *left == 0
-                && let Some(done) = partial.remove(step.id())
-            {
-                finished.insert(step.id().to_owned(), done);
-            }
         }
+        debug_assert!(scheduler.finish(), "a step was left waiting");
         Ok(outcomes)
     }
 
@@ -178,11 +104,17 @@ impl Run {
                      narrow its globs"
                 )),
             );
-            let mut outcome = failed_before_running(step, failure);
+            let mut outcome = StepOutcome::failed_before_running(step, failure);
             outcome.instance = instance.label;
             outcome.resolved = Some(instance.arguments);
             return Ran { step, outcome };
         }
+        self.record(&RunEvent::StepStarted {
+            step: step.id(),
+            instance: instance.label.as_deref(),
+            server: step.server(),
+            tool: step.tool(),
+        });
         let start = Instant::now();
         let mut options = CallOptions::default().in_step(step.id());
         if let Some(wait) = step.timeout() {
@@ -293,45 +225,4 @@ fn declared_only(answer: &ToolAnswer, step: &Step) -> ToolAnswer {
         });
     }
     declared
-}
-
-/// The failure of a step whose glob matched more files than a step may run for.
-fn too_many_runs(step: &Step, count: usize, most: usize) -> ToolFailure {
-    ToolFailure::new(
-        ErrorCode::OverLimit,
-        format!(
-            "step {} would run {count} times, once per matching file, more than the {most} \
-             a step may",
-            step.id()
-        ),
-        Some(format!(
-            "narrow the step's glob, or raise core.run.max_instances_per_step (now {most})"
-        )),
-    )
-}
-
-/// A step that failed before any call was made.
-fn failed_before_running(step: &Step, failure: ToolFailure) -> StepOutcome {
-    StepOutcome {
-        status: StepStatus::Failed { failure },
-        ..skipped(step, String::new())
-    }
-}
-
-fn skipped(step: &Step, reason: String) -> StepOutcome {
-    StepOutcome {
-        step: step.id().to_owned(),
-        instance: None,
-        server: step.server().to_owned(),
-        tool: step.tool().to_owned(),
-        arguments: step.arguments().clone(),
-        resolved: None,
-        status: StepStatus::Skipped { reason },
-        answer: None,
-        taken: Vec::new(),
-        handed: Vec::new(),
-        duration_ms: 0,
-        sent_arguments: None,
-        queued_ms: 0,
-    }
 }

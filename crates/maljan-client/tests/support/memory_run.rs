@@ -1,12 +1,12 @@
 //! A run of a twenty-step pack over the scripted in-memory servers: what the run and the
 //! report tests share.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use maljan_client::{
     BreakerSettings, CallOptions, ClientSettings, ConnectionContext, Job, Ledger, Pack, Run,
-    ServerCommand, ServerConfig, StepOutcome,
+    RunEvent, ServerCommand, ServerConfig, StepOutcome,
 };
 use maljan_ledger::MemorySink;
 use maljan_mcp_proto::maljan::ErrorCode;
@@ -158,6 +158,9 @@ arguments = { path = "$unpack/c.txt" }
 
 /// What a run of [`PACK`] came to, with its job kept alive.
 pub(crate) struct InMemoryRun {
+    /// What the run's recorder heard, in order: `started STEP`, `finished STEP`, `lost
+    /// SERVER`.
+    pub(crate) events: Vec<String>,
     pub(crate) outcomes: Vec<StepOutcome>,
     pub(crate) end: maljan_client::RunEnd,
     pub(crate) job: Arc<Job>,
@@ -188,7 +191,19 @@ pub(crate) async fn run_pack() -> InMemoryRun {
     let ledger = MemorySink::default();
     let context = ConnectionContext::default().with_ledger(Arc::new(Ledger::from(ledger.clone())));
     let servers = ["unpacker", "analyser", "slowpoke", "broken", "fragile"].map(config);
-    let run = Run::new(job.clone(), servers, settings, context).connecting_with(InMemory);
+    let events: Arc<Mutex<Vec<String>>> = Arc::default();
+    let heard = events.clone();
+    let run = Run::new(job.clone(), servers, settings, context)
+        .connecting_with(InMemory)
+        .recording_to(move |event: &RunEvent<'_>| {
+            let word = match event {
+                RunEvent::StepStarted { step, .. } => format!("started {step}"),
+                RunEvent::StepFinished(outcome) => format!("finished {}", outcome.step),
+                RunEvent::ServerLost { server, .. } => format!("lost {server}"),
+                _ => "other".to_owned(),
+            };
+            heard.lock().expect("events").push(word);
+        });
     let hung = run
         .call(
             "slowpoke",
@@ -204,7 +219,9 @@ pub(crate) async fn run_pack() -> InMemoryRun {
     let pack = Pack::parse(PACK, "in-memory.toml").expect("pack");
     let outcomes = run.execute(&pack).await.expect("accepted");
     let end = run.finish().await;
+    let events = std::mem::take(&mut *events.lock().expect("events"));
     InMemoryRun {
+        events,
         outcomes,
         end,
         job,
