@@ -37,7 +37,7 @@ pub(crate) const BUNDLED: &str = "sidecar";
 /// [core.mcp]
 /// elicitation = "decline"   # or "defaults": accept with the schema's default values
 /// roots = true              # declare roots: roots/list lists the job's directory
-/// era = "auto"              # or "legacy" (initialize only) or "modern" (2026-07-28 only)
+/// era = "auto"              # or "session" (initialize only) or "stateless" (2026-07-28 only)
 /// discover_timeout_s = 5    # how long server/discover waits before a server is legacy
 ///
 /// [core.mcp.breaker]

@@ -9,6 +9,7 @@
 use criterion::{Criterion, criterion_group, criterion_main};
 use maljan_client::{ClientSettings, ConnectionContext, ServerConnection, StdioConfig};
 use maljan_mcp_proto::jsonrpc::{DecodedLine, Message, decode_line};
+use maljan_mcp_proto::mcp::Era;
 use maljan_mcp_stdio::StdioTransport;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -69,7 +70,8 @@ fn bench(c: &mut Criterion) {
                 ConnectionContext::default(),
             );
             let server = server.set_up().await.expect("set up");
-            assert_eq!(server.card().era, if modern { "modern" } else { "legacy" });
+            let era = if modern { Era::Stateless } else { Era::Session };
+            assert_eq!(server.card().era, era);
             server
         })
     };

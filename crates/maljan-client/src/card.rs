@@ -1,5 +1,5 @@
 use maljan_mcp_proto::maljan::{CapabilityManifest, is_platform_primitive};
-use maljan_mcp_proto::mcp::Implementation;
+use maljan_mcp_proto::mcp::{Era, Implementation};
 use maljan_mcp_transport::TransportCounts;
 use serde::Serialize;
 
@@ -15,9 +15,8 @@ pub struct ServerCard {
     pub server_info: Implementation,
     /// The protocol version in use.
     pub protocol_version: String,
-    /// Its era: `modern` (2026-07-28: `server/discover`, no session) or `legacy`
-    /// (`initialize`).
-    pub era: &'static str,
+    /// Its era: with a session (`initialize`), or stateless (`server/discover`).
+    pub era: Era,
     /// The model-facing tools (platform primitives left out).
     pub tools: Vec<CardTool>,
     /// The tools the manifest says cannot run on the server's host.

@@ -175,7 +175,7 @@ mod tests {
         let ledgered = Ledgered::new(
             Scripted::new(ok),
             "s",
-            ProtocolVersion::parse("2025-06-18").expect("known"),
+            ProtocolVersion::parse_session("2025-06-18").expect("known"),
             Arc::new(Ledger::from(memory.clone())),
             CallScope::default().job("/job").run("r1"),
         );
@@ -215,7 +215,7 @@ mod tests {
         let ledgered = Ledgered::new(
             Scripted::new(ok),
             "s",
-            ProtocolVersion::parse("2025-06-18").expect("known"),
+            ProtocolVersion::parse_session("2025-06-18").expect("known"),
             Arc::new(Ledger::from(memory.clone())),
             CallScope::default(),
         );
@@ -237,7 +237,7 @@ mod tests {
         let ledgered = Ledgered::new(
             Scripted::new(ok),
             "s",
-            ProtocolVersion::parse("2025-06-18").expect("known"),
+            ProtocolVersion::parse_session("2025-06-18").expect("known"),
             Arc::new(Ledger::from(memory.clone())),
             CallScope::default(),
         );

@@ -11,7 +11,7 @@ use std::time::Duration;
 use maljan_breaker::{BreakerState, CallGuard};
 use maljan_mcp_proto::jsonrpc::Notification;
 use maljan_mcp_proto::maljan::{ToolAnswer, ToolFailure, is_platform_primitive};
-use maljan_mcp_proto::mcp::Tool;
+use maljan_mcp_proto::mcp::{Era, Tool};
 use maljan_mcp_stdio::StdioTransport;
 use maljan_mcp_transport::{CloseReport, Transport, TransportCounts};
 use maljan_staging::{SampleMount, ToolCaller};
@@ -163,14 +163,14 @@ impl StartedConnection {
         let known_legacy = origin
             .as_deref()
             .and_then(|o| known_eras.get(o))
-            .is_some_and(|v| !v.is_modern());
+            .is_some_and(|v| !(v.era() == Era::Stateless));
         let job_dir: Option<PathBuf> = context.job().map(|job| job.dir().to_owned());
         let plan = SetupPlan {
             client_info: &settings.client_info,
             policy: settings.server_requests(job_dir.as_deref()),
             wait: settings.setup_timeout,
             era: match settings.era {
-                EraChoice::Auto if known_legacy => EraChoice::Legacy,
+                EraChoice::Auto if known_legacy => EraChoice::Session,
                 chosen => chosen,
             },
             discover_wait: settings.discover_timeout.min(settings.setup_timeout),

@@ -8,9 +8,9 @@ use std::time::Duration;
 use maljan_mcp_proto::jsonrpc::Reply;
 use maljan_mcp_proto::maljan::CapabilityManifest;
 use maljan_mcp_proto::mcp::{
-    DiscoverResult, EraVerdict, Implementation, InitializeParams, InitializeResult,
+    DiscoverResult, Era, EraVerdict, Implementation, InitializeParams, InitializeResult,
     ListToolsParams, ListToolsResult, ProtocolVersion, ServerRequestPolicy, Tool,
-    UnsupportedVersion, methods, modern_meta, read_discover_answer,
+    UnsupportedVersion, methods, read_discover_answer, stateless_meta,
 };
 use maljan_mcp_transport::{OutgoingRequest, TransportFailure};
 use serde::Serialize;
@@ -20,7 +20,7 @@ use serde_json::{Map, Value};
 
 use crate::call::{CallService, ToolCall};
 use crate::config::EraChoice;
-use crate::modern::ModernRequests;
+use crate::stateless::StatelessRequests;
 use crate::timeout::{Timeout, Unanswered};
 
 /// The most `tools/list` pages read in a setup: a server that pages for ever is refused.
@@ -169,7 +169,7 @@ struct Agreed {
     server_info: Implementation,
     instructions: Option<String>,
     /// For a server of the 2026-07-28 era, how its requests are made.
-    modern: Option<ModernRequests>,
+    modern: Option<StatelessRequests>,
 }
 
 /// Asks `server/discover` in `version`: the answer, or none (no answer within the wait, or
@@ -179,7 +179,7 @@ async fn discover(
     plan: &SetupPlan<'_>,
     version: &str,
 ) -> Result<Option<Reply>, StepFailure> {
-    let meta = modern_meta(version, &plan.policy.capabilities(), plan.client_info);
+    let meta = stateless_meta(version, &plan.policy.capabilities(), plan.client_info);
     let request = OutgoingRequest::new(
         methods::SERVER_DISCOVER,
         Some(Value::Object(Map::from_iter([(
@@ -207,11 +207,13 @@ async fn probe(
     wire: &Timeout,
     plan: &SetupPlan<'_>,
 ) -> Result<Option<DiscoverResult>, StepFailure> {
-    let mut version = ProtocolVersion::MODERN.as_str().to_owned();
+    let mut version = ProtocolVersion::newest_of(Era::Stateless)
+        .as_str()
+        .to_owned();
     for attempt in 0..2 {
         let answer = discover(wire, plan, &version).await?;
         match read_discover_answer(answer.as_ref()) {
-            EraVerdict::Modern(result) => return Ok(Some(result)),
+            EraVerdict::Stateless(result) => return Ok(Some(result)),
             EraVerdict::RetryWith(listed) if attempt == 0 => version = listed,
             EraVerdict::RetryWith(_) => break,
             EraVerdict::Unusable { reason } => {
@@ -244,7 +246,7 @@ async fn initialize(wire: &Timeout, plan: &SetupPlan<'_>) -> Result<Agreed, Step
         "an InitializeResult",
     )
     .await?;
-    let protocol = ProtocolVersion::parse(&init.protocol_version)
+    let protocol = ProtocolVersion::parse_session(&init.protocol_version)
         .map_err(|e| (methods::INITIALIZE, SetupFailure::from(e)))?;
     let transport = wire.get_ref();
     transport.set_protocol(protocol);
@@ -263,19 +265,19 @@ async fn initialize(wire: &Timeout, plan: &SetupPlan<'_>) -> Result<Agreed, Step
 /// Agrees on an era and a version with the server behind `wire`.
 async fn agree(wire: &Timeout, plan: &SetupPlan<'_>) -> Result<Agreed, StepFailure> {
     let discovered = match plan.era {
-        EraChoice::Legacy => None,
-        EraChoice::Auto | EraChoice::Modern => probe(wire, plan).await?,
+        EraChoice::Session => None,
+        EraChoice::Auto | EraChoice::Stateless => probe(wire, plan).await?,
     };
     let Some(result) = discovered else {
-        if plan.era == EraChoice::Modern {
+        if plan.era == EraChoice::Stateless {
             return Err((methods::SERVER_DISCOVER, SetupFailure::NotModern));
         }
         return initialize(wire, plan).await;
     };
-    let protocol = ProtocolVersion::MODERN;
+    let protocol = ProtocolVersion::newest_of(Era::Stateless);
     wire.get_ref().set_protocol(protocol);
     Ok(Agreed {
-        modern: Some(ModernRequests::new(
+        modern: Some(StatelessRequests::new(
             protocol,
             plan.client_info,
             plan.policy.clone(),

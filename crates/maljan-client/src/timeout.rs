@@ -15,7 +15,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::call::{CallService, Called, ToolCall, not_an_object};
-use crate::modern::{MAX_INPUT_ROUNDS, ModernRequests};
+use crate::stateless::{MAX_INPUT_ROUNDS, StatelessRequests};
 
 /// Why a request got no reply to read.
 #[derive(Debug)]
@@ -42,7 +42,7 @@ pub(crate) struct Timeout {
     tool_waits: HashMap<String, Duration>,
     /// For a server of the 2026-07-28 era: how its requests are stamped and its requests
     /// for input answered.
-    modern: Option<ModernRequests>,
+    modern: Option<StatelessRequests>,
 }
 
 impl Timeout {
@@ -72,7 +72,7 @@ impl Timeout {
     }
 
     /// The same wire, every request following the 2026-07-28 era's rules.
-    pub(crate) fn speaking_modern(self, modern: ModernRequests) -> Self {
+    pub(crate) fn speaking_modern(self, modern: StatelessRequests) -> Self {
         Timeout {
             modern: Some(modern),
             ..self

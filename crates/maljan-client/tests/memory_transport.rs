@@ -58,7 +58,7 @@ async fn setup_and_a_call_go_through_the_stack_over_memory() {
     let setup = connection.setup();
     assert_eq!(
         setup.protocol,
-        ProtocolVersion::parse("2025-06-18").expect("known")
+        ProtocolVersion::parse_session("2025-06-18").expect("known")
     );
     let answer = connection
         .call("echo", json!({"said": "hi"}))
@@ -70,7 +70,7 @@ async fn setup_and_a_call_go_through_the_stack_over_memory() {
     assert!(peer.setup_ended(), "the transport was told setup is over");
     let card = connection.card();
     assert_eq!(card.transport, "memory");
-    assert_eq!(card.era, "legacy");
+    assert_eq!(card.era.as_str(), "session");
     assert_eq!(
         card.stdout.messages, 4,
         "server/discover's refusal, then initialize, tools/list and the call's answers"

@@ -40,8 +40,8 @@ fn bench(c: &mut Criterion) {
                 .expect("set up")
         })
     };
-    let legacy = connected(EraChoice::Legacy);
-    let modern = connected(EraChoice::Modern);
+    let legacy = connected(EraChoice::Session);
+    let modern = connected(EraChoice::Stateless);
     let arguments = json!({"path": "/samples/a.bin"});
     let mut group = c.benchmark_group("http_call_round_trip");
     for (name, server) in [("legacy", &legacy), ("modern", &modern)] {

@@ -101,9 +101,14 @@ fn unknown_content_blocks_do_not_stop_the_answer_being_read() {
 #[test]
 fn versions_are_negotiated_from_the_supported_list() {
     for v in ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"] {
-        assert_eq!(ProtocolVersion::parse(v).expect("supported").as_str(), v);
+        assert_eq!(
+            ProtocolVersion::parse_session(v)
+                .expect("supported")
+                .as_str(),
+            v
+        );
     }
-    let refused = ProtocolVersion::parse("2026-07-28").expect_err("not spoken");
+    let refused = ProtocolVersion::parse_session("2026-07-28").expect_err("not spoken");
     assert!(refused.to_string().contains("2026-07-28"));
     assert!(ProtocolVersion::V2025_03_26.allows_batches());
     assert!(!ProtocolVersion::LATEST.allows_batches());

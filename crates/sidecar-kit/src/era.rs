@@ -3,31 +3,21 @@
 //! `_meta` key, for a version the kit speaks.
 
 use maljan_mcp_proto::jsonrpc::{ErrorObject, error_codes};
-use maljan_mcp_proto::mcp::{MODERN_VERSION, meta_keys, modern_error_codes};
+use maljan_mcp_proto::mcp::{Era, ProtocolVersion, meta_keys, stateless_error_codes};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
+/// The stateless version the kit speaks.
+pub(crate) const STATELESS_VERSION: &str = ProtocolVersion::newest_of(Era::Stateless).as_str();
+
 /// Every version the kit speaks, newest first.
-pub(crate) const SUPPORTED: [&str; 5] = [
-    MODERN_VERSION,
-    "2025-11-25",
-    "2025-06-18",
-    "2025-03-26",
-    "2024-11-05",
-];
+pub(crate) fn supported() -> Vec<&'static str> {
+    ProtocolVersion::ALL.map(ProtocolVersion::as_str).to_vec()
+}
 /// How long a client may keep `server/discover` and `tools/list` results: the tools of a
 /// kit server do not change while it runs.
 pub(crate) const TTL_MS: u64 = 5 * 60 * 1000;
-
-/// The era a request was made in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RequestEra {
-    /// No protocol version in `_meta`: legacy, under the session's `initialize`.
-    Legacy,
-    /// Modern, with every required `_meta` key.
-    Modern,
-}
 
 fn refusal(code: i64, message: String, data: Option<Value>) -> ErrorObject {
     let mut error = ErrorObject::new(code, message);
@@ -44,10 +34,7 @@ struct MetaOnly {
 
 /// Reads the era of a request from its params' `_meta`. A request `modern` by nature
 /// (`server/discover`, or one sent with the modern HTTP headers) needs the keys too.
-pub(crate) fn request_era(
-    params: Option<&RawValue>,
-    modern: bool,
-) -> Result<RequestEra, ErrorObject> {
+pub(crate) fn request_era(params: Option<&RawValue>, modern: bool) -> Result<Era, ErrorObject> {
     // Params are read for `_meta` only when it is named in them, and then into `_meta`
     // alone. (A tool call's, which may be a multi-MiB file chunk, are not read here at all:
     // its `_meta` is checked with [`meta_era`] as the call is read.)
@@ -63,7 +50,7 @@ pub(crate) fn request_era(
 pub(crate) fn meta_era(
     meta: Option<&Map<String, Value>>,
     modern: bool,
-) -> Result<RequestEra, ErrorObject> {
+) -> Result<Era, ErrorObject> {
     let version = meta.and_then(|m| m.get(meta_keys::PROTOCOL_VERSION));
     let Some(version) = version else {
         if modern {
@@ -77,16 +64,16 @@ pub(crate) fn meta_era(
                 None,
             ));
         }
-        return Ok(RequestEra::Legacy);
+        return Ok(Era::Session);
     };
     let version = version.as_str().unwrap_or_default();
-    if version != MODERN_VERSION {
+    if version != STATELESS_VERSION {
         return Err(refusal(
-            modern_error_codes::UNSUPPORTED_PROTOCOL_VERSION,
+            stateless_error_codes::UNSUPPORTED_PROTOCOL_VERSION,
             format!(
-                "protocol version {version:?} is not spoken here: send {MODERN_VERSION:?} (data.supported), or initialize for a legacy version"
+                "protocol version {version:?} is not spoken here: send {STATELESS_VERSION:?} (data.supported), or initialize for a version with a session"
             ),
-            Some(json!({"supported": [MODERN_VERSION], "requested": version})),
+            Some(json!({"supported": [STATELESS_VERSION], "requested": version})),
         ));
     }
     if !meta.is_some_and(|m| {
@@ -102,7 +89,7 @@ pub(crate) fn meta_era(
             None,
         ));
     }
-    Ok(RequestEra::Modern)
+    Ok(Era::Stateless)
 }
 
 #[cfg(test)]
@@ -116,11 +103,8 @@ mod tests {
     #[test]
     fn a_request_without_a_version_in_meta_is_legacy_except_discover() {
         let plain = params(json!({"name": "x"}));
-        assert!(matches!(
-            request_era(Some(&plain), false),
-            Ok(RequestEra::Legacy)
-        ));
-        assert!(matches!(request_era(None, false), Ok(RequestEra::Legacy)));
+        assert!(matches!(request_era(Some(&plain), false), Ok(Era::Session)));
+        assert!(matches!(request_era(None, false), Ok(Era::Session)));
         let refused = request_era(None, true).unwrap_err();
         assert_eq!(refused.code, -32602);
     }
@@ -133,7 +117,7 @@ mod tests {
         }}));
         assert!(matches!(
             request_era(Some(&full), false),
-            Ok(RequestEra::Modern)
+            Ok(Era::Stateless)
         ));
         let missing = params(json!({"_meta": {
             "io.modelcontextprotocol/protocolVersion": "2026-07-28"
@@ -172,8 +156,8 @@ mod tests {
             }
             let era = request_era(Some(&params(value)), false);
             if !with_meta {
-                proptest::prop_assert!(matches!(era, Ok(RequestEra::Legacy)));
-            } else if let Ok(RequestEra::Modern) = era {
+                proptest::prop_assert!(matches!(era, Ok(Era::Session)));
+            } else if let Ok(Era::Stateless) = era {
                 proptest::prop_assert_eq!(version, "2026-07-28");
             }
         }

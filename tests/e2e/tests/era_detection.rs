@@ -45,7 +45,7 @@ async fn agreed(discover: &str) -> (&'static str, String) {
     let echo = server.call("echo", json!({"x": 1})).await.expect("call");
     assert_eq!(echo.value, json!({"x": 1}), "{discover}: {echo:?}");
     server.close().await;
-    (card.era, card.protocol_version)
+    (card.era.as_str(), card.protocol_version)
 }
 
 #[tokio::test]
@@ -62,8 +62,8 @@ async fn a_kit_server_over_stdio_is_spoken_to_in_the_modern_era_and_the_ledger_s
     .expect("set up");
     let card = server.card();
     assert_eq!(
-        (card.era, card.protocol_version.as_str()),
-        ("modern", "2026-07-28")
+        (card.era.as_str(), card.protocol_version.as_str()),
+        ("stateless", "2026-07-28")
     );
     assert_eq!(
         card.server_info.name, "noisy",
@@ -83,13 +83,13 @@ async fn a_kit_server_over_stdio_is_spoken_to_in_the_modern_era_and_the_ledger_s
 async fn a_legacy_server_refusing_discover_is_set_up_with_initialize() {
     assert_eq!(
         agreed("not-found").await,
-        ("legacy", "2025-11-25".to_owned())
+        ("session", "2025-11-25".to_owned())
     );
 }
 
 #[tokio::test]
 async fn a_server_silent_to_discover_is_legacy_after_the_probe_wait() {
-    assert_eq!(agreed("silent").await, ("legacy", "2025-11-25".to_owned()));
+    assert_eq!(agreed("silent").await, ("session", "2025-11-25".to_owned()));
 }
 
 #[tokio::test]
@@ -97,7 +97,7 @@ async fn answers_that_are_not_recognizably_modern_fall_back_to_legacy() {
     for discover in ["bare-32022", "empty", "legacy-listed"] {
         assert_eq!(
             agreed(discover).await,
-            ("legacy", "2025-11-25".to_owned()),
+            ("session", "2025-11-25".to_owned()),
             "{discover}"
         );
     }
@@ -105,8 +105,14 @@ async fn answers_that_are_not_recognizably_modern_fall_back_to_legacy() {
 
 #[tokio::test]
 async fn a_discover_result_or_an_unsupported_version_with_ours_listed_is_modern() {
-    assert_eq!(agreed("modern").await, ("modern", "2026-07-28".to_owned()));
-    assert_eq!(agreed("retry").await, ("modern", "2026-07-28".to_owned()));
+    assert_eq!(
+        agreed("modern").await,
+        ("stateless", "2026-07-28".to_owned())
+    );
+    assert_eq!(
+        agreed("retry").await,
+        ("stateless", "2026-07-28".to_owned())
+    );
 }
 
 #[tokio::test]
@@ -134,7 +140,7 @@ async fn a_modern_server_speaking_none_of_our_versions_fails_setup_without_falli
 #[tokio::test]
 async fn a_fixed_era_is_kept_to() {
     let mut modern_only = settings();
-    modern_only.era = EraChoice::Modern;
+    modern_only.era = EraChoice::Stateless;
     let error = ServerConnection::connect(
         &misbehaving("not-found"),
         modern_only,
@@ -145,9 +151,9 @@ async fn a_fixed_era_is_kept_to() {
     assert!(error.to_string().contains("era = \"auto\""), "{error}");
 
     let mut legacy_only = settings();
-    legacy_only.era = EraChoice::Legacy;
+    legacy_only.era = EraChoice::Session;
     let server = connect(&misbehaving("modern"), legacy_only.clone()).await;
-    assert_eq!(server.card().era, "legacy");
+    assert_eq!(server.card().era.as_str(), "session");
     server.close().await;
     let kit = ServerConfig::stdio("kit", ServerCommand::new(KIT));
     let server = connect(&kit, legacy_only).await;
@@ -227,26 +233,26 @@ async fn over_http_the_kit_is_modern_and_an_origin_found_legacy_is_not_probed_ag
         .expect("set up");
     let card = server.card();
     assert_eq!(
-        (card.era, card.protocol_version.as_str()),
-        ("modern", "2026-07-28")
+        (card.era.as_str(), card.protocol_version.as_str()),
+        ("stateless", "2026-07-28")
     );
     let answer = server.call("hello", json!({})).await.expect("call");
     assert_eq!(answer.value, json!({"hello": "world"}));
     server.close().await;
 
     let mut legacy_only = settings();
-    legacy_only.era = EraChoice::Legacy;
+    legacy_only.era = EraChoice::Session;
     let legacy = ServerConnection::connect(&config, legacy_only, context.clone())
         .await
         .expect("set up");
-    assert_eq!(legacy.card().era, "legacy");
+    assert_eq!(legacy.card().era.as_str(), "session");
     legacy.close().await;
     // The context now knows the origin as legacy: an automatic setup goes straight to
     // initialize (the kit would have answered server/discover).
     let again = ServerConnection::connect(&config, settings(), context)
         .await
         .expect("set up");
-    assert_eq!(again.card().era, "legacy");
+    assert_eq!(again.card().era.as_str(), "session");
     again.close().await;
 }
 
@@ -275,7 +281,7 @@ async fn a_modern_http_call_given_up_is_cancelled_by_closing_its_stream() {
     let mut impatient = settings();
     impatient.default_timeout = Duration::from_millis(300);
     let server = connect(&ServerConfig::http("spinner", &url), impatient).await;
-    assert_eq!(server.card().era, "modern");
+    assert_eq!(server.card().era.as_str(), "stateless");
     let answer = server.call("spin", json!({})).await.expect("call");
     assert_eq!(
         answer.failure().map(|f| &f.code),

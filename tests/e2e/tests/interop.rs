@@ -142,7 +142,7 @@ async fn exercise_in(config: ServerConfig, era: EraChoice, expected: &str) {
         .expect("sets up");
     let card = server.card();
     assert_eq!(
-        card.era,
+        card.era.as_str(),
         expected,
         "{} in era {}",
         config.name,
@@ -205,7 +205,7 @@ async fn exercise_in(config: ServerConfig, era: EraChoice, expected: &str) {
 
 /// [`exercise_in`] with the era found by `server/discover`: a legacy-only server.
 async fn exercise(config: ServerConfig) {
-    exercise_in(config, EraChoice::Auto, "legacy").await;
+    exercise_in(config, EraChoice::Auto, "session").await;
 }
 
 #[tokio::test]
@@ -279,8 +279,8 @@ async fn python_sdk_2_server_over_stdio_in_both_eras() {
         .arg(script.path().display().to_string())
         .arg("stdio");
     let config = ServerConfig::stdio("python2", command);
-    exercise_in(config.clone(), EraChoice::Auto, "modern").await;
-    exercise_in(config, EraChoice::Legacy, "legacy").await;
+    exercise_in(config.clone(), EraChoice::Auto, "stateless").await;
+    exercise_in(config, EraChoice::Session, "session").await;
 }
 
 /// The Python SDK 2.x server over HTTP, `stateless` or with sessions, in both eras.
@@ -295,8 +295,8 @@ async fn python_sdk_2_over_http(stateless: bool) {
         .arg(if stateless { "stateless" } else { "sessions" });
     let _peer = start_http(command, "Uvicorn running");
     let config = ServerConfig::http("python2", format!("http://127.0.0.1:{port}/mcp"));
-    exercise_in(config.clone(), EraChoice::Auto, "modern").await;
-    exercise_in(config, EraChoice::Legacy, "legacy").await;
+    exercise_in(config.clone(), EraChoice::Auto, "stateless").await;
+    exercise_in(config, EraChoice::Session, "session").await;
 }
 
 #[tokio::test]
@@ -398,8 +398,8 @@ async fn rmcp_server_over_stdio_in_both_eras() {
         "rmcp",
         ServerCommand::new(env("MALJAN_INTEROP_RMCP_SERVER")).arg("stdio"),
     );
-    exercise_in(config.clone(), EraChoice::Auto, "modern").await;
-    exercise_in(config, EraChoice::Legacy, "legacy").await;
+    exercise_in(config.clone(), EraChoice::Auto, "stateless").await;
+    exercise_in(config, EraChoice::Session, "session").await;
 }
 
 #[tokio::test]
@@ -410,6 +410,6 @@ async fn rmcp_server_over_streamable_http_in_both_eras() {
     command.arg("http").arg(port.to_string());
     let _peer = start_http(command, "listening on");
     let config = ServerConfig::http("rmcp", format!("http://127.0.0.1:{port}/mcp"));
-    exercise_in(config.clone(), EraChoice::Auto, "modern").await;
-    exercise_in(config, EraChoice::Legacy, "legacy").await;
+    exercise_in(config.clone(), EraChoice::Auto, "stateless").await;
+    exercise_in(config, EraChoice::Session, "session").await;
 }

@@ -8,6 +8,7 @@
 use std::path::PathBuf;
 
 use maljan_mcp_proto::maljan::ToolFailure;
+use maljan_mcp_proto::mcp::Era;
 use maljan_mcp_transport::TransportCounts;
 use maljan_staging::{Disclosed, DisclosureOutcome, UploadMode};
 use serde::{Deserialize, Serialize};
@@ -248,7 +249,12 @@ impl From<&ServerCard> for Card {
                 title: card.server_info.title.clone(),
             },
             protocol_version: card.protocol_version.clone(),
-            era: card.era.to_owned(),
+            // The words of schema version 1, from before the eras were named by what they are.
+            era: match card.era {
+                Era::Stateless => "modern",
+                _ => "legacy",
+            }
+            .to_owned(),
             tools: card.tools.iter().map(Tool::from).collect(),
             unavailable: card.unavailable.iter().map(UnavailableTool::from).collect(),
             primitives: card.primitives.clone(),

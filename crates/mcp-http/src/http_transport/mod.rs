@@ -12,8 +12,8 @@ use tokio::sync::mpsc;
 
 mod config;
 mod listener;
-mod modern_headers;
 mod post;
+mod stateless_headers;
 mod stream;
 
 pub use config::{HttpConfig, HttpCounts};

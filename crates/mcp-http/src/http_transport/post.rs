@@ -11,7 +11,7 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::modern_headers::ModernHeaders;
+use super::stateless_headers::StatelessHeaders;
 use super::{HttpTransport, SESSION_HEADER, lock};
 use crate::HttpError;
 
@@ -24,7 +24,7 @@ impl HttpTransport {
     pub(super) fn post_as(
         &self,
         body: Vec<u8>,
-        modern: Option<&ModernHeaders>,
+        modern: Option<&StatelessHeaders>,
     ) -> reqwest::RequestBuilder {
         let mut request = self
             .state
@@ -115,7 +115,7 @@ impl HttpTransport {
         method: &str,
         params: Value,
     ) -> Result<Reply, HttpError> {
-        let modern = ModernHeaders::of(method, &params);
+        let modern = StatelessHeaders::of(method, &params);
         let body = request_line(&id, method, &params);
         drop(params);
         self.request_body(body, id, method, modern).await
@@ -128,7 +128,7 @@ impl HttpTransport {
         body: Vec<u8>,
         id: RequestId,
         method: &str,
-        modern: Option<ModernHeaders>,
+        modern: Option<StatelessHeaders>,
     ) -> Result<Reply, HttpError> {
         let mut wait = self.state.waiting.register(id);
         let sent_session = self.session_id();

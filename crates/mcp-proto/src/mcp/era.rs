@@ -11,16 +11,23 @@ use serde_json::{Map, Value, json};
 
 use crate::jsonrpc::{ErrorObject, Reply};
 
-use super::{Implementation, meta_keys};
+use super::{Era, Implementation, ProtocolVersion, meta_keys};
 
-/// The modern protocol version this client speaks.
-pub const MODERN_VERSION: &str = "2026-07-28";
+/// Whether `version` is a stateless version this client speaks.
+fn ours_stateless(version: &str) -> bool {
+    ProtocolVersion::parse(version).is_some_and(|v| v.era() == Era::Stateless)
+}
 
-/// The legacy versions this client speaks, newest first (the `initialize` era).
-const LEGACY_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+/// The versions of `era` this client speaks, as a list for a message.
+fn ours_in(era: Era) -> String {
+    ProtocolVersion::of_era(era)
+        .map(ProtocolVersion::as_str)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 /// Modern-era error codes.
-pub mod modern_error_codes {
+pub mod stateless_error_codes {
     /// A header does not match the body, or is missing (HTTP).
     pub const HEADER_MISMATCH: i64 = -32020;
     /// The request needs a client capability that was not declared.
@@ -72,15 +79,15 @@ impl DiscoverResult {
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum EraVerdict {
-    /// Modern, speaking [`MODERN_VERSION`]: go on without `initialize`.
-    Modern(DiscoverResult),
-    /// Modern, but it refused the version offered and speaks this one of ours: ask again
-    /// with it.
+    /// Stateless, speaking a stateless version of ours: go on without `initialize`.
+    Stateless(DiscoverResult),
+    /// Stateless, but it refused the version offered and speaks this one of ours: ask
+    /// again with it.
     RetryWith(String),
-    /// Legacy (or a modern server that also speaks a legacy version of ours and no modern
-    /// one): send `initialize`.
-    Legacy,
-    /// Modern, and nothing this client can use: it speaks none of our versions, or it
+    /// A server with sessions (or a stateless one that also speaks a session version of
+    /// ours and no stateless one): send `initialize`.
+    Session,
+    /// Stateless, and nothing this client can use: it speaks none of our versions, or it
     /// needs what this client does not declare.
     Unusable {
         /// Why, in the server's words where it gave them.
@@ -94,32 +101,29 @@ pub enum EraVerdict {
 /// ```
 /// use maljan_mcp_proto::jsonrpc::{ErrorObject, Reply};
 /// use maljan_mcp_proto::mcp::{EraVerdict, read_discover_answer};
-/// assert_eq!(read_discover_answer(None), EraVerdict::Legacy);
+/// assert_eq!(read_discover_answer(None), EraVerdict::Session);
 /// let not_found = Reply::Error(ErrorObject::new(-32601, "method not found"));
-/// assert_eq!(read_discover_answer(Some(&not_found)), EraVerdict::Legacy);
+/// assert_eq!(read_discover_answer(Some(&not_found)), EraVerdict::Session);
 /// ```
 pub fn read_discover_answer(answer: Option<&Reply>) -> EraVerdict {
     match answer {
-        None => EraVerdict::Legacy,
+        None => EraVerdict::Session,
         Some(Reply::Result(raw)) => match serde_json::from_str::<DiscoverResult>(raw.get()) {
             // Anything that is not a DiscoverResult (an empty result, say) is a legacy
             // server answering an unknown method loosely.
-            Err(_) => EraVerdict::Legacy,
+            Err(_) => EraVerdict::Session,
             Ok(result) => {
-                if result
-                    .supported_versions
-                    .iter()
-                    .any(|v| v == MODERN_VERSION)
-                {
-                    EraVerdict::Modern(result)
+                if result.supported_versions.iter().any(|v| ours_stateless(v)) {
+                    EraVerdict::Stateless(result)
                 } else if speaks_legacy(&result.supported_versions) {
-                    EraVerdict::Legacy
+                    EraVerdict::Session
                 } else {
                     EraVerdict::Unusable {
                         reason: format!(
-                            "the server speaks {} and this client {MODERN_VERSION} or {}",
+                            "the server speaks {} and this client {} or {}",
                             result.supported_versions.join(", "),
-                            LEGACY_VERSIONS.join(", ")
+                            ours_in(Era::Stateless),
+                            ours_in(Era::Session)
                         ),
                     }
                 }
@@ -132,7 +136,7 @@ pub fn read_discover_answer(answer: Option<&Reply>) -> EraVerdict {
 fn speaks_legacy(versions: &[String]) -> bool {
     versions
         .iter()
-        .any(|v| LEGACY_VERSIONS.contains(&v.as_str()))
+        .any(|v| ProtocolVersion::parse(v).is_some_and(|v| v.era() == Era::Session))
 }
 
 fn read_discover_error(error: &ErrorObject) -> EraVerdict {
@@ -141,7 +145,7 @@ fn read_discover_error(error: &ErrorObject) -> EraVerdict {
         .as_ref()
         .and_then(|d| serde_json::from_str(d.get()).ok());
     match error.code {
-        modern_error_codes::UNSUPPORTED_PROTOCOL_VERSION => {
+        stateless_error_codes::UNSUPPORTED_PROTOCOL_VERSION => {
             let supported: Vec<String> = data
                 .as_ref()
                 .and_then(|d| d.get("supported"))
@@ -155,11 +159,11 @@ fn read_discover_error(error: &ErrorObject) -> EraVerdict {
                 .unwrap_or_default();
             if supported.is_empty() {
                 // Without the list the code is not recognizably modern.
-                EraVerdict::Legacy
-            } else if let Some(ours) = supported.iter().find(|v| *v == MODERN_VERSION) {
+                EraVerdict::Session
+            } else if let Some(ours) = supported.iter().find(|v| ours_stateless(v)) {
                 EraVerdict::RetryWith(ours.clone())
             } else if speaks_legacy(&supported) {
-                EraVerdict::Legacy
+                EraVerdict::Session
             } else {
                 EraVerdict::Unusable {
                     reason: format!(
@@ -170,7 +174,7 @@ fn read_discover_error(error: &ErrorObject) -> EraVerdict {
                 }
             }
         }
-        modern_error_codes::MISSING_REQUIRED_CLIENT_CAPABILITY
+        stateless_error_codes::MISSING_REQUIRED_CLIENT_CAPABILITY
             if data
                 .as_ref()
                 .is_some_and(|d| d.get("requiredCapabilities").is_some()) =>
@@ -182,7 +186,7 @@ fn read_discover_error(error: &ErrorObject) -> EraVerdict {
                 ),
             }
         }
-        _ => EraVerdict::Legacy,
+        _ => EraVerdict::Session,
     }
 }
 
@@ -190,13 +194,13 @@ fn read_discover_error(error: &ErrorObject) -> EraVerdict {
 /// and who it is.
 ///
 /// ```
-/// use maljan_mcp_proto::mcp::{Implementation, modern_meta};
+/// use maljan_mcp_proto::mcp::{Implementation, stateless_meta};
 /// let me = Implementation { name: "maljan".into(), version: "0.1.0".into(), title: None };
-/// let meta = modern_meta("2026-07-28", &Default::default(), &me);
+/// let meta = stateless_meta("2026-07-28", &Default::default(), &me);
 /// assert_eq!(meta["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
 /// assert_eq!(meta["io.modelcontextprotocol/clientCapabilities"], serde_json::json!({}));
 /// ```
-pub fn modern_meta(
+pub fn stateless_meta(
     version: &str,
     capabilities: &Map<String, Value>,
     client_info: &Implementation,
@@ -237,13 +241,13 @@ mod tests {
     #[test]
     fn a_discover_result_with_our_version_is_modern() {
         let verdict = read_discover_answer(Some(&result(discover(&["2026-07-28"]))));
-        assert!(matches!(verdict, EraVerdict::Modern(r) if r.ttl_ms == 60000));
+        assert!(matches!(verdict, EraVerdict::Stateless(r) if r.ttl_ms == 60000));
     }
 
     #[test]
     fn a_dual_era_server_without_our_modern_version_is_spoken_to_in_legacy() {
         let verdict = read_discover_answer(Some(&result(discover(&["2027-01-01", "2025-11-25"]))));
-        assert_eq!(verdict, EraVerdict::Legacy);
+        assert_eq!(verdict, EraVerdict::Session);
         let verdict = read_discover_answer(Some(&result(discover(&["2027-01-01"]))));
         assert!(
             matches!(verdict, EraVerdict::Unusable { reason } if reason.contains("2027-01-01"))
@@ -259,7 +263,7 @@ mod tests {
         ] {
             assert_eq!(
                 read_discover_answer(Some(&result(loose))),
-                EraVerdict::Legacy
+                EraVerdict::Session
             );
         }
     }
@@ -275,7 +279,7 @@ mod tests {
             EraVerdict::RetryWith("2026-07-28".to_owned())
         );
         let legacy = error(-32022, Some(json!({"supported": ["2025-06-18"]})));
-        assert_eq!(read_discover_answer(Some(&legacy)), EraVerdict::Legacy);
+        assert_eq!(read_discover_answer(Some(&legacy)), EraVerdict::Session);
         let none = error(-32022, Some(json!({"supported": ["2030-01-01"]})));
         assert!(matches!(
             read_discover_answer(Some(&none)),
@@ -288,11 +292,11 @@ mod tests {
         // -32022 or -32021 without their data are some legacy server's own codes.
         assert_eq!(
             read_discover_answer(Some(&error(-32022, None))),
-            EraVerdict::Legacy
+            EraVerdict::Session
         );
         assert_eq!(
             read_discover_answer(Some(&error(-32021, None))),
-            EraVerdict::Legacy
+            EraVerdict::Session
         );
         let needs = error(
             -32021,
@@ -305,14 +309,14 @@ mod tests {
         for code in [-32601, -32600, -32602, -32000, -32603, 1] {
             assert_eq!(
                 read_discover_answer(Some(&error(code, None))),
-                EraVerdict::Legacy
+                EraVerdict::Session
             );
         }
     }
 
     #[test]
     fn no_answer_is_legacy() {
-        assert_eq!(read_discover_answer(None), EraVerdict::Legacy);
+        assert_eq!(read_discover_answer(None), EraVerdict::Session);
     }
 
     fn any_json() -> impl proptest::strategy::Strategy<Value = Value> {
@@ -354,11 +358,11 @@ mod tests {
             value in any_json(),
             code in proptest::prop_oneof![-32022i64..=-32020, proptest::prelude::any::<i64>()],
         ) {
-            if let EraVerdict::Modern(found) = read_discover_answer(Some(&result(value.clone()))) {
-                proptest::prop_assert!(found.supported_versions.iter().any(|v| v == MODERN_VERSION));
+            if let EraVerdict::Stateless(found) = read_discover_answer(Some(&result(value.clone()))) {
+                proptest::prop_assert!(found.supported_versions.iter().any(|v| ours_stateless(v)));
             }
             let verdict = read_discover_answer(Some(&error(code, Some(value))));
-            proptest::prop_assert!(!matches!(verdict, EraVerdict::Modern(_)));
+            proptest::prop_assert!(!matches!(verdict, EraVerdict::Stateless(_)));
         }
     }
 }

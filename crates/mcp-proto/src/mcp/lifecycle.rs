@@ -16,13 +16,13 @@ pub struct Implementation {
 /// The `initialize` request's parameters.
 ///
 /// ```
-/// use maljan_mcp_proto::mcp::{Implementation, InitializeParams, ProtocolVersion};
+/// use maljan_mcp_proto::mcp::{Era, Implementation, InitializeParams, ProtocolVersion};
 /// let params = InitializeParams::new(Implementation {
 ///     name: "maljan".into(),
 ///     version: "0.1.0".into(),
 ///     title: None,
 /// });
-/// assert_eq!(params.protocol_version, ProtocolVersion::LATEST.as_str());
+/// assert_eq!(params.protocol_version, ProtocolVersion::newest_of(Era::Session).as_str());
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -40,7 +40,9 @@ impl InitializeParams {
     /// Parameters offering the latest version, with no client capabilities.
     pub fn new(client_info: Implementation) -> Self {
         InitializeParams {
-            protocol_version: super::ProtocolVersion::LATEST.as_str().to_owned(),
+            protocol_version: super::ProtocolVersion::newest_of(super::Era::Session)
+                .as_str()
+                .to_owned(),
             capabilities: Map::new(),
             client_info,
         }

@@ -12,8 +12,7 @@ mod tools;
 mod version;
 
 pub use era::{
-    DiscoverResult, EraVerdict, MODERN_VERSION, modern_error_codes, modern_meta,
-    read_discover_answer,
+    DiscoverResult, EraVerdict, read_discover_answer, stateless_error_codes, stateless_meta,
 };
 pub use input_required::{InputRequest, InputRequired, ResultKind, read_result_kind};
 pub use lifecycle::{Implementation, InitializeParams, InitializeResult};
@@ -24,4 +23,4 @@ pub use tools::{
     CallToolParams, CallToolResult, ContentBlock, EmbeddedResource, ListToolsParams,
     ListToolsResult, Tool,
 };
-pub use version::{ProtocolVersion, UnsupportedVersion};
+pub use version::{Era, ProtocolVersion, UnsupportedVersion};

@@ -1,21 +1,58 @@
 use std::fmt;
 
-/// A protocol version this client speaks: the four of the legacy era (with `initialize`)
-/// and [`ProtocolVersion::MODERN`], the stateless 2026-07-28.
-///
-/// In `initialize` the client offers [`ProtocolVersion::LATEST`] and accepts any of
-/// [`ProtocolVersion::SUPPORTED`] in the server's answer; the modern version is agreed by
-/// `server/discover` instead.
+/// How a protocol version holds a conversation.
 ///
 /// ```
-/// use maljan_mcp_proto::mcp::ProtocolVersion;
-/// assert_eq!(ProtocolVersion::LATEST.as_str(), "2025-11-25");
-/// assert!(ProtocolVersion::MODERN.is_modern() && !ProtocolVersion::LATEST.is_modern());
-/// assert_eq!(ProtocolVersion::parse("2025-03-26").unwrap(), ProtocolVersion::V2025_03_26);
-/// let refused = ProtocolVersion::parse("2023-01-01").unwrap_err();
+/// use maljan_mcp_proto::mcp::{Era, ProtocolVersion};
+/// assert_eq!(ProtocolVersion::V2025_06_18.era(), Era::Session);
+/// assert_eq!(ProtocolVersion::V2026_07_28.era(), Era::Stateless);
+/// assert_eq!(Era::Stateless.to_string(), "stateless");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum Era {
+    /// A session, opened by `initialize` and `notifications/initialized`: the version is
+    /// agreed once, for the session (2024-11-05 to 2025-11-25).
+    Session,
+    /// No session: every request carries the version and the client's capabilities in its
+    /// `_meta`, and `server/discover` tells what a server speaks (2026-07-28).
+    Stateless,
+}
+
+impl Era {
+    /// `session` or `stateless`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Era::Session => "session",
+            Era::Stateless => "stateless",
+        }
+    }
+}
+
+impl fmt::Display for Era {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A protocol version this client speaks. [`ProtocolVersion::ALL`] is the one list of them.
+///
+/// In `initialize` the client offers the newest version of the session era and accepts any
+/// version of that era in the server's answer ([`ProtocolVersion::parse_session`]); a
+/// stateless version is agreed by `server/discover` instead.
+///
+/// ```
+/// use maljan_mcp_proto::mcp::{Era, ProtocolVersion};
+/// assert_eq!(ProtocolVersion::LATEST.as_str(), "2026-07-28");
+/// assert_eq!(ProtocolVersion::newest_of(Era::Session).as_str(), "2025-11-25");
+/// assert_eq!(ProtocolVersion::parse_session("2025-03-26").unwrap(), ProtocolVersion::V2025_03_26);
+/// assert!(ProtocolVersion::parse_session("2026-07-28").is_err(), "no initialize in that era");
+/// let refused = ProtocolVersion::parse_session("2023-01-01").unwrap_err();
 /// assert!(refused.to_string().contains("2023-01-01"));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum ProtocolVersion {
     /// 2024-11-05.
     V2024_11_05,
@@ -23,27 +60,47 @@ pub enum ProtocolVersion {
     V2025_03_26,
     /// 2025-06-18.
     V2025_06_18,
-    /// 2025-11-25: the last of the legacy era.
+    /// 2025-11-25: the last with a session.
     V2025_11_25,
-    /// 2026-07-28: the modern era (no `initialize`, no session, `_meta` on every request).
+    /// 2026-07-28: stateless (no `initialize`, no session, `_meta` on every request).
     V2026_07_28,
 }
 
 impl ProtocolVersion {
-    /// The modern era's version.
-    pub const MODERN: ProtocolVersion = ProtocolVersion::V2026_07_28;
-    /// The version the client offers in `initialize`.
-    pub const LATEST: ProtocolVersion = ProtocolVersion::V2025_11_25;
-    /// Every version the client accepts in an `initialize` answer, newest first.
-    pub const SUPPORTED: [ProtocolVersion; 4] = [
+    /// Every version this client speaks, newest first.
+    pub const ALL: [ProtocolVersion; 5] = [
+        ProtocolVersion::V2026_07_28,
         ProtocolVersion::V2025_11_25,
         ProtocolVersion::V2025_06_18,
         ProtocolVersion::V2025_03_26,
         ProtocolVersion::V2024_11_05,
     ];
+    /// The newest version this client speaks.
+    pub const LATEST: ProtocolVersion = ProtocolVersion::ALL[0];
+
+    /// The newest version of `era`: what the client offers or asks for in it.
+    pub const fn newest_of(era: Era) -> ProtocolVersion {
+        match era {
+            Era::Session => ProtocolVersion::V2025_11_25,
+            Era::Stateless => ProtocolVersion::V2026_07_28,
+        }
+    }
+
+    /// The versions of `era`, newest first.
+    pub fn of_era(era: Era) -> impl Iterator<Item = ProtocolVersion> {
+        Self::ALL.into_iter().filter(move |v| v.era() == era)
+    }
+
+    /// How this version holds a conversation.
+    pub const fn era(self) -> Era {
+        match self {
+            ProtocolVersion::V2026_07_28 => Era::Stateless,
+            _ => Era::Session,
+        }
+    }
 
     /// The version's date string.
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             ProtocolVersion::V2024_11_05 => "2024-11-05",
             ProtocolVersion::V2025_03_26 => "2025-03-26",
@@ -53,25 +110,19 @@ impl ProtocolVersion {
         }
     }
 
-    /// Reads the version a server chose in its `initialize` answer; a version this client
-    /// does not speak there (the modern one included: it has no `initialize`) is refused.
-    pub fn parse(text: &str) -> Result<ProtocolVersion, UnsupportedVersion> {
-        Self::SUPPORTED
-            .into_iter()
-            .find(|v| v.as_str() == text)
+    /// The version `text` names, when this client speaks it.
+    pub fn parse(text: &str) -> Option<ProtocolVersion> {
+        Self::ALL.into_iter().find(|v| v.as_str() == text)
+    }
+
+    /// Reads the version a server chose in its `initialize` answer: a version of the session
+    /// era this client speaks (a stateless one has no `initialize`), else refused.
+    pub fn parse_session(text: &str) -> Result<ProtocolVersion, UnsupportedVersion> {
+        Self::parse(text)
+            .filter(|v| v.era() == Era::Session)
             .ok_or_else(|| UnsupportedVersion {
                 chosen: text.to_owned(),
             })
-    }
-
-    /// Whether this is the modern era's version.
-    pub fn is_modern(self) -> bool {
-        self == ProtocolVersion::V2026_07_28
-    }
-
-    /// `modern` or `legacy`, for display.
-    pub fn era(self) -> &'static str {
-        if self.is_modern() { "modern" } else { "legacy" }
     }
 
     /// Whether JSON-RPC batches are part of this version (2025-03-26 only).
@@ -86,12 +137,24 @@ impl fmt::Display for ProtocolVersion {
     }
 }
 
+/// The session-era versions, as a sentence: `2025-11-25, 2025-06-18, … and 2024-11-05`.
+fn session_versions_in_words() -> String {
+    let versions: Vec<&str> = ProtocolVersion::of_era(Era::Session)
+        .map(ProtocolVersion::as_str)
+        .collect();
+    match versions.split_last() {
+        Some((last, [])) => (*last).to_owned(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
 /// A server chose a protocol version this client does not speak.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "the server chose protocol version {chosen:?}, which this client does not speak \
-     (it speaks 2025-11-25, 2025-06-18, 2025-03-26 and 2024-11-05); upgrade the server or \
-     the client"
+     (it speaks {}); upgrade the server or the client",
+    session_versions_in_words()
 )]
 pub struct UnsupportedVersion {
     /// The version the server chose.

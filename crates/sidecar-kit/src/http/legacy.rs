@@ -9,7 +9,9 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use maljan_mcp_proto::jsonrpc::{Message, Request, error_codes};
 use maljan_mcp_proto::mcp::headers as modern_headers;
-use maljan_mcp_proto::mcp::{CancelledParams, MODERN_VERSION, methods};
+use maljan_mcp_proto::mcp::{CancelledParams, methods};
+
+use crate::era::STATELESS_VERSION;
 
 use super::access::{Caller, check_caller};
 use super::sessions::OpenRefusal;
@@ -137,7 +139,7 @@ pub(super) async fn handle_delete(
     }
     if headers.get(SESSION_HEADER).is_none()
         && header_text(&headers, modern_headers::PROTOCOL_VERSION).as_deref()
-            == Some(MODERN_VERSION)
+            == Some(STATELESS_VERSION)
     {
         // The modern era has no sessions to end.
         return StatusCode::METHOD_NOT_ALLOWED.into_response();

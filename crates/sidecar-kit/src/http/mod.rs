@@ -33,12 +33,13 @@ use maljan_mcp_proto::mcp::headers as modern_headers;
 use maljan_mcp_proto::mcp::{decode_header_value, methods};
 
 use crate::Server;
-use crate::era::{self, RequestEra};
+use crate::era;
 use crate::server::{encode, error_reply};
 use crate::tool::Cancellation;
 use access::{check_caller, refuse};
 use connections::serve_connections;
 use legacy::{handle_delete, initialize, legacy_post};
+use maljan_mcp_proto::mcp::Era;
 use modern::modern_post;
 pub use options::{
     BODY_TIMEOUT, HEADER_TIMEOUT, HttpOptions, MAX_BODY_BYTES_HELD, MAX_CONNECTIONS,
@@ -194,18 +195,18 @@ async fn handle_post(
             // A call's params may be a multi-MiB file chunk: its era is told here by its
             // headers, and its `_meta` checked as the call is read.
             Ok(if headers.contains_key(modern_headers::METHOD) {
-                RequestEra::Modern
+                Era::Stateless
             } else {
-                RequestEra::Legacy
+                Era::Session
             })
         } else {
             era::request_era(request.params.as_deref(), discover)
         };
         match era {
-            Ok(RequestEra::Legacy) => {
+            Ok(Era::Stateless) => return modern_post(&state, caller, &headers, request).await,
+            Ok(_) => {
                 return legacy_post(&state, &headers, Message::Request(request)).await;
             }
-            Ok(RequestEra::Modern) => return modern_post(&state, caller, &headers, request).await,
             Err(refusal) => {
                 return json_response(
                     StatusCode::BAD_REQUEST,

@@ -8,7 +8,9 @@ use axum::response::Response;
 use maljan_mcp_proto::jsonrpc::{ErrorObject, Request, error_codes};
 use maljan_mcp_proto::maljan::JobKey;
 use maljan_mcp_proto::mcp::headers as modern_headers;
-use maljan_mcp_proto::mcp::{MODERN_VERSION, methods, modern_error_codes};
+use maljan_mcp_proto::mcp::{methods, stateless_error_codes};
+
+use crate::era::STATELESS_VERSION;
 use sha2::{Digest, Sha256};
 
 use super::access::Caller;
@@ -63,13 +65,14 @@ pub(super) async fn modern_post(
         error_response(
             StatusCode::BAD_REQUEST,
             Some(request.id.clone()),
-            modern_error_codes::HEADER_MISMATCH,
+            stateless_error_codes::HEADER_MISMATCH,
             detail,
         )
     };
-    if header_text(headers, modern_headers::PROTOCOL_VERSION).as_deref() != Some(MODERN_VERSION) {
+    if header_text(headers, modern_headers::PROTOCOL_VERSION).as_deref() != Some(STATELESS_VERSION)
+    {
         return mismatch(format!(
-            "the MCP-Protocol-Version header must be {MODERN_VERSION:?}, as in _meta"
+            "the MCP-Protocol-Version header must be {STATELESS_VERSION:?}, as in _meta"
         ));
     }
     if header_text(headers, modern_headers::METHOD).as_deref() != Some(request.method.as_str()) {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use maljan_mcp_proto::jsonrpc::{ErrorResponse, Message, RequestId, error_codes};
 use maljan_mcp_proto::maljan::{ErrorCode, ToolFailure};
-use maljan_mcp_proto::mcp::modern_error_codes;
+use maljan_mcp_proto::mcp::stateless_error_codes;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
@@ -111,7 +111,7 @@ impl Server {
         if let Some(expected) = expected.filter(|e| *e != name) {
             let refusal = encode(&error_reply(
                 id,
-                modern_error_codes::HEADER_MISMATCH,
+                stateless_error_codes::HEADER_MISMATCH,
                 format!("the Mcp-Name header names {expected:?} and params.name {name:?}"),
             ));
             return Err((name, refusal));

@@ -13,9 +13,10 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use crate::JobDir;
-use crate::era::{self, RequestEra};
+use crate::era;
 use crate::reply::response_line;
 use crate::tool::Cancellation;
+use maljan_mcp_proto::mcp::Era;
 
 use super::calls::invalid_call_params;
 use super::{Answer, InFlight, Server, encode, error_reply};
@@ -49,7 +50,7 @@ impl Server {
             methods::SERVER_DISCOVER => response_line(
                 &id,
                 &json!({
-                    "supportedVersions": era::SUPPORTED,
+                    "supportedVersions": era::supported(),
                     "capabilities": {"tools": {}},
                     "ttlMs": era::TTL_MS,
                     "cacheScope": "public",
@@ -61,8 +62,8 @@ impl Server {
                 let offered = params
                     .as_ref()
                     .and_then(|p| serde_json::from_str::<InitializeParams>(p.get()).ok())
-                    .and_then(|p| ProtocolVersion::parse(&p.protocol_version).ok())
-                    .unwrap_or(ProtocolVersion::LATEST);
+                    .and_then(|p| ProtocolVersion::parse_session(&p.protocol_version).ok())
+                    .unwrap_or(ProtocolVersion::newest_of(Era::Session));
                 let result = InitializeResult {
                     protocol_version: offered.as_str().to_owned(),
                     capabilities: json!({"tools": {}})
@@ -75,7 +76,7 @@ impl Server {
                 response_line(&id, &result)
             }
             methods::PING => response_line(&id, &json!({})),
-            methods::TOOLS_LIST if era == RequestEra::Modern => response_line(
+            methods::TOOLS_LIST if era == Era::Stateless => response_line(
                 &id,
                 &json!({
                     "tools": self.tool_list(),

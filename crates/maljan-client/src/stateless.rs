@@ -1,10 +1,10 @@
-//! What the modern era (2026-07-28) asks of every request once a server speaks it: the
+//! What the stateless era (2026-07-28) asks of every request once a server speaks it: the
 //! required `_meta` keys on each, and the input an `input_required` result asks for,
 //! answered by the client's policies.
 
 use maljan_mcp_proto::maljan::{JOB_KEY_META, JobKey};
 use maljan_mcp_proto::mcp::{
-    Implementation, InputRequired, ProtocolVersion, ServerRequestPolicy, modern_meta,
+    Implementation, InputRequired, ProtocolVersion, ServerRequestPolicy, stateless_meta,
 };
 use maljan_mcp_transport::OutgoingRequest;
 use serde_json::{Map, Value};
@@ -15,12 +15,12 @@ pub(crate) const MAX_INPUT_ROUNDS: usize = 4;
 
 /// The modern era's per-request rules for one server.
 #[derive(Debug, Clone)]
-pub(crate) struct ModernRequests {
+pub(crate) struct StatelessRequests {
     meta: Map<String, Value>,
     inputs: ServerRequestPolicy,
 }
 
-impl ModernRequests {
+impl StatelessRequests {
     /// Requests in `version`, declaring the capabilities of `inputs` and who the client is,
     /// each naming the connection's own job (a fresh random job key), so that a kit server
     /// keeps the files of its calls together and apart from every other caller's.
@@ -29,7 +29,7 @@ impl ModernRequests {
         client_info: &Implementation,
         inputs: ServerRequestPolicy,
     ) -> Self {
-        let mut meta = modern_meta(version.as_str(), &inputs.capabilities(), client_info);
+        let mut meta = stateless_meta(version.as_str(), &inputs.capabilities(), client_info);
         match new_job_key() {
             Some(key) => {
                 meta.insert(
@@ -42,7 +42,7 @@ impl ModernRequests {
                  in a job of its own"
             ),
         }
-        ModernRequests { meta, inputs }
+        StatelessRequests { meta, inputs }
     }
 
     /// The request with the era's `_meta` keys in its params (beside the keys it has, a
@@ -96,18 +96,18 @@ fn new_job_key() -> Option<JobKey> {
 
 #[cfg(test)]
 mod tests {
-    use maljan_mcp_proto::mcp::{ElicitationPolicy, ResultKind, read_result_kind};
+    use maljan_mcp_proto::mcp::{ElicitationPolicy, Era, ResultKind, read_result_kind};
     use serde_json::json;
 
     use super::*;
 
-    fn requests(policy: ServerRequestPolicy) -> ModernRequests {
+    fn requests(policy: ServerRequestPolicy) -> StatelessRequests {
         let me = Implementation {
             name: "maljan".into(),
             version: "0".into(),
             title: None,
         };
-        ModernRequests::new(ProtocolVersion::MODERN, &me, policy)
+        StatelessRequests::new(ProtocolVersion::newest_of(Era::Stateless), &me, policy)
     }
 
     fn input(text: &str) -> InputRequired {
