@@ -10,10 +10,10 @@
 
 mod access;
 mod connections;
-mod legacy;
-mod modern;
 mod options;
+mod session_era;
 mod sessions;
+mod stateless;
 
 use std::future::Future;
 use std::io::{self, Read};
@@ -38,14 +38,14 @@ use crate::server::{encode, error_reply};
 use crate::tool::Cancellation;
 use access::{check_caller, refuse};
 use connections::serve_connections;
-use legacy::{handle_delete, initialize, legacy_post};
 use maljan_mcp_proto::mcp::Era;
-use modern::modern_post;
 pub use options::{
     BODY_TIMEOUT, HEADER_TIMEOUT, HttpOptions, MAX_BODY_BYTES_HELD, MAX_CONNECTIONS,
     MAX_CONNECTIONS_PER_PEER, MAX_REQUEST_BYTES, MAX_SESSIONS, MAX_SESSIONS_PER_PEER, SESSION_IDLE,
 };
+use session_era::{handle_delete, initialize, session_post};
 use sessions::Sessions;
+use stateless::stateless_post;
 
 const SESSION_HEADER: &str = "mcp-session-id";
 /// The methods a modern request may name here; any other is 404 with `-32601`.
@@ -203,9 +203,9 @@ async fn handle_post(
             era::request_era(request.params.as_deref(), discover)
         };
         match era {
-            Ok(Era::Stateless) => return modern_post(&state, caller, &headers, request).await,
+            Ok(Era::Stateless) => return stateless_post(&state, caller, &headers, request).await,
             Ok(_) => {
-                return legacy_post(&state, &headers, Message::Request(request)).await;
+                return session_post(&state, &headers, Message::Request(request)).await;
             }
             Err(refusal) => {
                 return json_response(
@@ -218,7 +218,7 @@ async fn handle_post(
             }
         }
     }
-    legacy_post(&state, &headers, message).await
+    session_post(&state, &headers, message).await
 }
 
 /// A header's value as its sender meant it (`=?base64?…?=` unwrapped).

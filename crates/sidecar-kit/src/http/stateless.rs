@@ -55,7 +55,7 @@ pub(super) fn job_binding(key: &JobKey, token: Option<[u8; 32]>) -> [u8; 32] {
 
 /// A modern request: stateless, its headers matching its body, its calls run in the job
 /// its key names.
-pub(super) async fn modern_post(
+pub(super) async fn stateless_post(
     state: &Arc<HttpState>,
     caller: Caller,
     headers: &HeaderMap,

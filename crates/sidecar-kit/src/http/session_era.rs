@@ -24,7 +24,7 @@ use crate::server::{Answer, InFlight};
 use crate::tool::Cancellation;
 
 /// A legacy message: under the session its `Mcp-Session-Id` names.
-pub(super) async fn legacy_post(
+pub(super) async fn session_post(
     state: &Arc<HttpState>,
     headers: &HeaderMap,
     message: Message,
