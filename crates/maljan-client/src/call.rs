@@ -6,6 +6,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use maljan_mcp_proto::maljan::{ErrorCode, ToolAnswer, ToolFailure};
+use maljan_mcp_transport::TransportFailure;
 use serde_json::{Map, Value};
 
 use crate::trace::TraceParent;
@@ -94,6 +95,9 @@ pub struct CallTrace {
     /// `connection_lost` that was not written never reached the server: it may be sent again
     /// to the server started anew without repeating anything.
     pub written: bool,
+    /// The transport's failure, when the call got no reply to read (a lost connection, an
+    /// invalid reply, an HTTP refusal): its cause, as a value.
+    pub cause: Option<TransportFailure>,
 }
 
 impl CallTrace {
@@ -104,7 +108,40 @@ impl CallTrace {
             sent_arguments: None,
             queued: Duration::ZERO,
             written: false,
+            cause: None,
         }
+    }
+
+    fn failed_with(&self, code: &ErrorCode) -> bool {
+        self.answer.failure().is_some_and(|f| &f.code == code)
+    }
+
+    /// Whether the connection was lost under the call ([`cause`](Self::cause) says how;
+    /// [`written`](Self::written) whether the server could have seen it).
+    ///
+    /// ```
+    /// # async fn run(server: &maljan_client::ServerConnection) -> Result<(), maljan_client::ClientError> {
+    /// let trace = server
+    ///     .call_with("scan", serde_json::json!({}), &Default::default())
+    ///     .await?;
+    /// if trace.is_lost() && !trace.written {
+    ///     // The server never saw it: safe to send again to a server started anew.
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn is_lost(&self) -> bool {
+        self.failed_with(&ErrorCode::ConnectionLost)
+    }
+
+    /// Whether the server left the call unanswered within its wait (it was then cancelled).
+    pub fn is_unanswered(&self) -> bool {
+        self.failed_with(&ErrorCode::Unanswered)
+    }
+
+    /// Whether the call was refused before it reached the server: the server rests, or is
+    /// busy, or the arguments could not be sent.
+    pub fn is_refused(&self) -> bool {
+        !self.written && !self.is_lost() && self.answer.failure().is_some()
     }
 }
 
@@ -167,6 +204,8 @@ pub(crate) struct Called {
     /// Whether the request reached the server's connection: false for a call refused on
     /// this side, or lost before it was written.
     pub(crate) written: bool,
+    /// The transport's failure, when the call got no reply to read.
+    pub(crate) cause: Option<TransportFailure>,
 }
 
 impl Called {
@@ -177,6 +216,7 @@ impl Called {
             queued: Duration::ZERO,
             sent: None,
             written: false,
+            cause: None,
         }
     }
 }

@@ -83,7 +83,7 @@ struct Handed {
 }
 
 /// One file's upload to one server: the path it was stored at, or why it failed.
-pub(crate) type StagedUpload = tokio::sync::OnceCell<Result<String, String>>;
+pub(crate) type StagedUpload = tokio::sync::OnceCell<Result<String, crate::staging::NotStaged>>;
 
 /// A file a step took, as handed to later steps.
 #[derive(Debug, Clone)]

@@ -420,6 +420,7 @@ impl ServerConnection {
             sent_arguments: called.sent,
             queued: called.queued,
             written: called.written,
+            cause: called.cause,
         })
     }
 

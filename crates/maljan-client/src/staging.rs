@@ -2,13 +2,13 @@
 //! server elsewhere (uploaded once per server per job, or rewritten through its sample
 //! mount); after a call, [`taking`](crate::taking) brings the files a tool named back.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use maljan_mcp_proto::maljan::{Outcome, ToolAnswer, ToolFailure, is_platform_primitive};
 use maljan_staging::{
     CHUNK_BYTES, Degradation, Disclosed, Disclosure, DisclosureOutcome, Staging, ToolCaller,
-    UploadMode, upload, upload_with_digest,
+    UploadError, UploadMode, upload, upload_with_digest,
 };
 use serde_json::Value;
 
@@ -18,6 +18,35 @@ use crate::error::ClientError;
 use crate::job::{Job, TakenFile};
 use crate::job::{file_name, lock};
 use crate::reach::ServerReach;
+
+/// Why a file of the job was not staged for a server: the call then goes out with the
+/// local path, and the run says so among its degradations.
+#[derive(Debug, Clone, thiserror::Error)]
+pub(crate) enum NotStaged {
+    /// The server offers no upload primitive.
+    #[error(
+        "server {server} offers neither put_sample nor put_sample_begin/_chunk/_finish, so {} \
+         could not be staged",
+        path.display()
+    )]
+    NoUploadTool {
+        /// The server.
+        server: String,
+        /// The file.
+        path: PathBuf,
+    },
+    /// The upload failed.
+    #[error("uploading {} to {server} failed: {cause}", path.display())]
+    Upload {
+        /// The server.
+        server: String,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        cause: UploadError,
+    },
+}
 
 /// Stages path arguments for the layer below, and takes the files its answers name.
 #[derive(Debug)]
@@ -180,7 +209,7 @@ impl<S: CallService> Staged<S> {
         job: &Job,
         local: &Path,
         step: Option<&str>,
-    ) -> Result<String, String> {
+    ) -> Result<String, NotStaged> {
         let key = (self.place.server.clone(), local.to_owned());
         let upload = lock(&job.staged).entry(key).or_default().clone();
         upload
@@ -194,16 +223,15 @@ impl<S: CallService> Staged<S> {
         job: &Job,
         local: &Path,
         step: Option<&str>,
-    ) -> Result<String, String> {
+    ) -> Result<String, NotStaged> {
         let server = self.place.server.as_str();
         let primitives = self.primitives_for(step);
-        let mode = UploadMode::offered(primitives.tools.iter().map(String::as_str))
-            .ok_or_else(|| {
-                format!(
-                    "server {server} offers neither put_sample nor put_sample_begin/_chunk/_finish, \
-                     so {} could not be staged",
-                    local.display()
-                )
+        let mode =
+            UploadMode::offered(primitives.tools.iter().map(String::as_str)).ok_or_else(|| {
+                NotStaged::NoUploadTool {
+                    server: server.to_owned(),
+                    path: local.to_owned(),
+                }
             })?;
         let name = file_name(local);
         let started = Instant::now();
@@ -262,10 +290,11 @@ impl<S: CallService> Staged<S> {
                 DisclosureOutcome::Failed {
                     reason: e.to_string(),
                 },
-                Err(format!(
-                    "uploading {} to {server} failed: {e}",
-                    local.display()
-                )),
+                Err(NotStaged::Upload {
+                    server: server.to_owned(),
+                    path: local.to_owned(),
+                    cause: e.clone(),
+                }),
             ),
         };
         // The receipt names what was sent; after a failure the file is hashed for the record.

@@ -249,6 +249,7 @@ impl CallService for Timeout {
         .into_value();
         let mut rounds = 0;
         let mut written = false;
+        let mut cause = None;
         let answer = loop {
             // A modern call may be answered input_required and asked again, so its params
             // are kept past their sending; not a platform primitive's (a file chunk is not
@@ -261,7 +262,12 @@ impl CallService for Timeout {
             let raw = match reply {
                 Ok(Reply::Result(raw)) => raw,
                 Ok(Reply::Error(error)) => break ToolAnswer::from_rpc_error(&error),
-                Err(unanswered) => break self.unanswered(&call.tool, unanswered),
+                Err(unanswered) => {
+                    if let Unanswered::Failed(failure) = &unanswered {
+                        cause = Some(failure.clone());
+                    }
+                    break self.unanswered(&call.tool, unanswered);
+                }
             };
             let Some(retained) = retained else {
                 break self.read_result(&call.tool, &raw);
@@ -304,6 +310,7 @@ impl CallService for Timeout {
         };
         Called {
             written,
+            cause,
             ..Called::refused(answer)
         }
     }
@@ -413,5 +420,11 @@ mod tests {
         let failure = called.answer.failure().expect("failed");
         assert_eq!(failure.code, ErrorCode::ConnectionLost);
         assert!(failure.message.contains("memory"), "{}", failure.message);
+        let cause = called.cause.expect("the transport's failure, kept");
+        assert!(cause.is_lost() && cause.is_unsent(), "{cause}");
+        assert!(
+            !called.written,
+            "the peer was gone before the request was written"
+        );
     }
 }

@@ -13,6 +13,7 @@ use super::Connector;
 use crate::card::ServerCard;
 use crate::config::{ClientSettings, ServerConfig};
 use crate::context::ConnectionContext;
+use crate::error::ClientError;
 use crate::server_connection::ServerConnection;
 
 /// How many times a run connects a server again after its connection was lost: a stdio
@@ -24,7 +25,7 @@ pub const MAX_RESTARTS: u32 = 2;
 const EXIT_GRACE: Duration = Duration::from_secs(2);
 
 /// Why a run could not give a server's connection.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum Unavailable {
     /// The configuration does not name it.
@@ -36,12 +37,13 @@ pub enum Unavailable {
         known: Vec<String>,
     },
     /// Starting or setting it up failed.
-    #[error("{reason}")]
+    #[error("{cause}")]
     NotStarted {
         /// The server.
         server: String,
         /// Why, with what it last wrote on stderr.
-        reason: String,
+        #[source]
+        cause: Arc<ClientError>,
     },
     /// Its connection was lost more often than the run connects it again.
     #[error(
@@ -100,7 +102,7 @@ struct SlotState {
     starts: u32,
     last_failure: Option<String>,
     /// Why the server could not be started, when it could not.
-    start_failed: Option<String>,
+    start_failed: Option<Arc<ClientError>>,
     card: Option<ServerCard>,
 }
 
@@ -159,10 +161,10 @@ impl ServerSlot {
         let mut state = self.state.lock().await;
         // A server that could not be started is not tried again: every later step fails
         // with the same words, so the failure is one.
-        if let Some(reason) = &state.start_failed {
+        if let Some(cause) = &state.start_failed {
             return Err(Unavailable::NotStarted {
                 server: self.config.name.clone(),
-                reason: reason.clone(),
+                cause: cause.clone(),
             });
         }
         if let Some(current) = &state.current {
@@ -189,12 +191,12 @@ impl ServerSlot {
                 Ok(connection)
             }
             Err(e) => {
-                let reason = e.to_string();
-                state.last_failure = Some(reason.clone());
-                state.start_failed = Some(reason.clone());
+                let cause = Arc::new(e);
+                state.last_failure = Some(cause.to_string());
+                state.start_failed = Some(cause.clone());
                 Err(Unavailable::NotStarted {
                     server: self.config.name.clone(),
-                    reason,
+                    cause,
                 })
             }
         }

@@ -131,6 +131,7 @@ impl CallToolResult {
 /// A block of a tool's answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ContentBlock {
     /// Text.
     Text {

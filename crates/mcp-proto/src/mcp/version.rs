@@ -156,6 +156,7 @@ fn session_versions_in_words() -> String {
      (it speaks {}); upgrade the server or the client",
     session_versions_in_words()
 )]
+#[non_exhaustive]
 pub struct UnsupportedVersion {
     /// The version the server chose.
     pub chosen: String,

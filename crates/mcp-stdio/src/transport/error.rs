@@ -71,6 +71,7 @@ impl StdioError {
     "could not start server {server} (`{program}`): {source}; check the command, its \
      arguments and PATH in the server's configuration"
 )]
+#[non_exhaustive]
 pub struct SpawnError {
     /// The server's name.
     pub server: String,
