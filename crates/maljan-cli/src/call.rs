@@ -15,7 +15,7 @@ use crate::{Format, arguments, ledger_file, print_json, progress, render};
 
 /// The `call` subcommand's options.
 #[derive(Debug, clap::Args)]
-pub(crate) struct CallOptions {
+pub(crate) struct CallCommand {
     /// The server.
     pub(crate) server: String,
     /// The tool.
@@ -83,7 +83,7 @@ fn local_file_argument(arguments: &Value) -> Option<PathBuf> {
 
 pub(crate) async fn run(
     mut config: Config,
-    mut options: CallOptions,
+    mut options: CallCommand,
 ) -> Result<ExitCode, CliError> {
     let mut arguments = arguments::parse(&options.arguments, options.json.as_deref())?;
     let server_config = config.server(Some(&options.server))?;

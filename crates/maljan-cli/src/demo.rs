@@ -10,7 +10,7 @@ use maljan_client::{Job, Pack, ServerConfig};
 
 use crate::config::{BUNDLED, Config};
 use crate::error::CliError;
-use crate::run::{Carried, StopSignals};
+use crate::run::{PackRun, StopSignals};
 use crate::{Format, ledger_file};
 
 /// The demo's pack.
@@ -18,7 +18,7 @@ const PACK: &str = include_str!("../packs/demo.toml");
 
 /// The `demo` subcommand's options.
 #[derive(Debug, clap::Args)]
-pub(crate) struct DemoOptions {
+pub(crate) struct DemoCommand {
     /// The job's directory (default: a new one beside the ledger).
     #[arg(long, value_name = "DIR")]
     job: Option<PathBuf>,
@@ -110,7 +110,7 @@ fn sample_archive() -> Result<Vec<u8>, CliError> {
     Ok(outer.finish().map_err(zip_error)?.into_inner())
 }
 
-fn job_directory(options: &DemoOptions) -> PathBuf {
+fn job_directory(options: &DemoCommand) -> PathBuf {
     options.job.clone().unwrap_or_else(ledger_file::new_job_dir)
 }
 
@@ -134,7 +134,7 @@ fn add_sample(job: &Job, dir: &Path) -> Result<(), CliError> {
     added.map(drop)
 }
 
-pub(crate) async fn run(config: Config, options: DemoOptions) -> Result<ExitCode, CliError> {
+pub(crate) async fn run(config: Config, options: DemoCommand) -> Result<ExitCode, CliError> {
     let pack = Pack::parse(PACK, "packs/demo.toml").map_err(|e| demo_error(e.to_string()))?;
     let dir = job_directory(&options);
     let job = Arc::new(Job::create(&dir).map_err(|e| CliError::Job {
@@ -148,7 +148,7 @@ pub(crate) async fn run(config: Config, options: DemoOptions) -> Result<ExitCode
         ServerConfig::http("remote", &http.url),
     ];
     let ledger = options.ledger.unwrap_or_else(ledger_file::default_path);
-    let code = Carried {
+    let code = PackRun {
         pack: &pack,
         job,
         servers,
@@ -156,7 +156,7 @@ pub(crate) async fn run(config: Config, options: DemoOptions) -> Result<ExitCode
         ledger,
         format: options.format,
     }
-    .out(StopSignals::catch()?)
+    .carry_out(StopSignals::catch()?)
     .await;
     drop(http);
     code

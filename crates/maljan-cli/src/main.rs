@@ -61,16 +61,16 @@ enum Command {
         json: bool,
     },
     /// Call one tool. Arguments: key=value (a string), key:=JSON (any JSON value), or --json.
-    Call(call::CallOptions),
+    Call(call::CallCommand),
     /// Carry out a triage pack on a sample, in one job, over the configured servers, and
     /// write its report (report.json, report.md, report.html) into the job's directory. Exit
     /// status: 0 every step completed, 3 degraded (some steps failed or were skipped, at
     /// least one completed), 4 failed (no step completed), 130 interrupted (Ctrl-C,
     /// SIGTERM), 2 refused before anything ran.
-    Run(run::RunOptions),
+    Run(run::RunCommand),
     /// Run the bundled pack on a generated sample against the reference sidecar twice, on
     /// this host over stdio and served over HTTP on loopback, and write the report.
-    Demo(demo::DemoOptions),
+    Demo(demo::DemoCommand),
     /// Print a finished run's report: its Markdown, or its JSON with --format json.
     Report {
         /// The job's directory.

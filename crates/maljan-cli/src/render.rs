@@ -138,8 +138,8 @@ pub(crate) fn job(job: &Job, taken: &[TakenFile]) -> String {
             } => {
                 let _ = writeln!(out, "taken: {path} ({size} bytes, sha256 {sha256})");
             }
-            TakenFile::NotTaken { path, words, .. } => {
-                let _ = writeln!(out, "not taken: {path}: {words}");
+            TakenFile::NotTaken { path, reason, .. } => {
+                let _ = writeln!(out, "not taken: {path}: {reason}");
             }
         }
     }
@@ -196,8 +196,8 @@ pub(crate) fn run_summary(
     for outcome in outcomes {
         let _ = writeln!(out, "  {}", step_line(outcome));
         for file in &outcome.taken {
-            if let TakenFile::NotTaken { path, words, .. } = file {
-                let _ = writeln!(out, "      not taken: {path}: {words}");
+            if let TakenFile::NotTaken { path, reason, .. } = file {
+                let _ = writeln!(out, "      not taken: {path}: {reason}");
             }
         }
     }

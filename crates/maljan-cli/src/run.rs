@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use maljan_client::{
     ClientSettings, ConnectionContext, Job, Ledger, Pack, PackErrors, PackInfo, Run, RunEvent,
-    RunReport, ServerConfig, StepOutcome, Verdict, distinct_failures,
+    RunReport, RunVerdict, ServerConfig, StepOutcome, distinct_failures,
 };
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
@@ -34,7 +34,7 @@ pub(crate) const EXIT_INTERRUPTED: u8 = 130;
 
 /// The `run` subcommand's options.
 #[derive(Debug, clap::Args)]
-pub(crate) struct RunOptions {
+pub(crate) struct RunCommand {
     /// The triage pack (TOML; see the README).
     pack: PathBuf,
     /// The sample to triage (copied into the job's directory).
@@ -65,7 +65,7 @@ fn refused(errors: &PackErrors) -> ExitCode {
 
 /// The job's directory: new, or one the user named (refused when it holds files unless
 /// they asked to reuse it).
-fn job_dir(options: &RunOptions) -> Result<PathBuf, CliError> {
+fn job_dir(options: &RunCommand) -> Result<PathBuf, CliError> {
     let Some(dir) = &options.job else {
         return Ok(ledger_file::new_job_dir());
     };
@@ -81,7 +81,7 @@ fn job_dir(options: &RunOptions) -> Result<PathBuf, CliError> {
     Ok(dir.clone())
 }
 
-pub(crate) async fn run(config: Config, options: RunOptions) -> Result<ExitCode, CliError> {
+pub(crate) async fn run(config: Config, options: RunCommand) -> Result<ExitCode, CliError> {
     let pack = match Pack::load(&options.pack) {
         Ok(pack) => pack,
         Err(errors) => return Ok(refused(&errors)),
@@ -130,7 +130,7 @@ pub(crate) async fn run(config: Config, options: RunOptions) -> Result<ExitCode,
         .ledger
         .clone()
         .unwrap_or_else(ledger_file::default_path);
-    let carried = Carried {
+    let run = PackRun {
         pack: &pack,
         job,
         servers: config.servers(),
@@ -138,7 +138,7 @@ pub(crate) async fn run(config: Config, options: RunOptions) -> Result<ExitCode,
         ledger: ledger_path,
         format: options.format,
     };
-    carried.out(stop).await
+    run.carry_out(stop).await
 }
 
 /// Copies the sample into the job on a thread of its own, until `halt` is set.
@@ -154,7 +154,7 @@ async fn copy_sample(job: Arc<Job>, sample: PathBuf, halt: Arc<AtomicBool>) -> s
 }
 
 /// A pack to carry out in a job, over servers, and where it goes.
-pub(crate) struct Carried<'a> {
+pub(crate) struct PackRun<'a> {
     pub(crate) pack: &'a Pack,
     pub(crate) job: Arc<Job>,
     pub(crate) servers: Vec<ServerConfig>,
@@ -163,11 +163,11 @@ pub(crate) struct Carried<'a> {
     pub(crate) format: Format,
 }
 
-impl Carried<'_> {
+impl PackRun<'_> {
     /// Runs the pack until it ends or `stop` comes, shows its outcome, writes its report
     /// into the job's directory and gives the exit code of its verdict.
-    pub(crate) async fn out(self, mut stop: StopSignals) -> Result<ExitCode, CliError> {
-        let Carried {
+    pub(crate) async fn carry_out(self, mut stop: StopSignals) -> Result<ExitCode, CliError> {
+        let PackRun {
             pack,
             job,
             servers,
@@ -332,12 +332,12 @@ pub(crate) fn print_report(job: &Path, format: Format) -> Result<ExitCode, CliEr
 }
 
 /// The exit code of a verdict.
-fn exit_code(verdict: Verdict) -> u8 {
+fn exit_code(verdict: RunVerdict) -> u8 {
     match verdict {
-        Verdict::Completed => EXIT_COMPLETED,
-        Verdict::Degraded => EXIT_DEGRADED,
-        Verdict::Failed => EXIT_FAILED,
-        Verdict::Interrupted => EXIT_INTERRUPTED,
+        RunVerdict::Completed => EXIT_COMPLETED,
+        RunVerdict::Degraded => EXIT_DEGRADED,
+        RunVerdict::Failed => EXIT_FAILED,
+        RunVerdict::Interrupted => EXIT_INTERRUPTED,
         // A verdict this build does not know is not a success.
         _ => EXIT_FAILED,
     }

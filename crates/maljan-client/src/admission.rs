@@ -6,21 +6,21 @@ use std::sync::Arc;
 use maljan_breaker::{CallGuard, Refused, Verdict};
 use maljan_mcp_proto::maljan::{ErrorCode, ToolAnswer, ToolFailure};
 
-use crate::call::{CallService, Called, ToolCall};
+use crate::call::{CallService, CallTrace, ToolCall};
 
 /// Admits calls to the layer below under the cap and the breaker of one server.
 #[derive(Debug)]
-pub(crate) struct Admission<S> {
+pub(crate) struct Admitted<S> {
     inner: S,
     server: String,
     guard: Arc<CallGuard>,
 }
 
-impl<S> Admission<S> {
+impl<S> Admitted<S> {
     /// Admits calls to `inner`, a server named `server`, under `guard` (its cap and breaker,
     /// which may outlive this connection: a run keeps them across a server's restarts).
     pub(crate) fn new(inner: S, server: impl Into<String>, guard: Arc<CallGuard>) -> Self {
-        Admission {
+        Admitted {
             inner,
             server: server.into(),
             guard,
@@ -70,8 +70,8 @@ fn verdict(answer: &ToolAnswer) -> Verdict {
     }
 }
 
-impl<S: CallService> CallService for Admission<S> {
-    async fn call(&self, call: ToolCall) -> Called {
+impl<S: CallService> CallService for Admitted<S> {
+    async fn call(&self, call: ToolCall) -> CallTrace {
         let guarded = self
             .guard
             .run(|| async {
@@ -81,13 +81,13 @@ impl<S: CallService> CallService for Admission<S> {
             })
             .await;
         match guarded {
-            Ok(guarded) => Called {
+            Ok(guarded) => CallTrace {
                 queued: guarded.queued,
                 ..guarded.value
             },
-            Err(refused) => Called {
+            Err(refused) => CallTrace {
                 queued: refused.queued(),
-                ..Called::refused(ToolAnswer::failed(self.resting(refused)))
+                ..CallTrace::of(ToolAnswer::failed(self.resting(refused)))
             },
         }
     }
@@ -114,7 +114,7 @@ mod tests {
             ..BreakerSettings::default()
         };
         let guard = Arc::new(CallGuard::new(settings));
-        let admission = Admission::new(Scripted::new(unanswered), "slow", guard.clone());
+        let admission = Admitted::new(Scripted::new(unanswered), "slow", guard.clone());
         for _ in 0..2 {
             let called = admission.call(ToolCall::new("t", json!({}))).await;
             assert_eq!(
@@ -148,7 +148,7 @@ mod tests {
         let failing =
             |_: &ToolCall| ToolAnswer::failed(ToolFailure::new(ErrorCode::BadArgument, "no", None));
         let guard = Arc::new(CallGuard::new(settings));
-        let admission = Admission::new(Scripted::new(failing), "s", guard.clone());
+        let admission = Admitted::new(Scripted::new(failing), "s", guard.clone());
         for _ in 0..3 {
             let called = admission.call(ToolCall::new("t", json!({}))).await;
             assert_eq!(

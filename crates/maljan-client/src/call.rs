@@ -1,4 +1,4 @@
-//! What travels down the call stack: a [`ToolCall`] in, a [`Called`] out, through layers
+//! What travels down the call stack: a [`ToolCall`] in, a [`CallTrace`] out, through layers
 //! that each implement [`CallService`] and wrap the next (staging → ledger → admission →
 //! timeout → transport).
 
@@ -192,40 +192,11 @@ pub(crate) fn not_an_object(arguments: &Value) -> ToolFailure {
     )
 }
 
-/// A call's answer, read by Maljan's rules, and how long it waited for a slot.
-#[derive(Debug, Clone)]
-pub(crate) struct Called {
-    /// The answer: ok, or failed with a code.
-    pub(crate) answer: ToolAnswer,
-    /// Time spent waiting under the concurrency cap before it was sent.
-    pub(crate) queued: Duration,
-    /// The arguments as sent, when staging rewrote them.
-    pub(crate) sent: Option<Value>,
-    /// Whether the request reached the server's connection: false for a call refused on
-    /// this side, or lost before it was written.
-    pub(crate) written: bool,
-    /// The transport's failure, when the call got no reply to read.
-    pub(crate) cause: Option<TransportFailure>,
-}
-
-impl Called {
-    /// An answer given without the request reaching the server.
-    pub(crate) fn refused(answer: ToolAnswer) -> Self {
-        Called {
-            answer,
-            queued: Duration::ZERO,
-            sent: None,
-            written: false,
-            cause: None,
-        }
-    }
-}
-
 /// A layer of the call stack: takes a call, gives its answer. A failed call is a failed
 /// answer, never an error: every layer above still sees it (the ledger records it).
 pub(crate) trait CallService: Send + Sync {
     /// Makes the call.
-    fn call(&self, call: ToolCall) -> impl Future<Output = Called> + Send;
+    fn call(&self, call: ToolCall) -> impl Future<Output = CallTrace> + Send;
 }
 
 /// A layer below the one under test, answering each call as a script says and keeping
@@ -252,12 +223,12 @@ impl<F: Fn(&ToolCall) -> ToolAnswer + Send + Sync> Scripted<F> {
 
 #[cfg(test)]
 impl<F: Fn(&ToolCall) -> ToolAnswer + Send + Sync> CallService for Scripted<F> {
-    async fn call(&self, call: ToolCall) -> Called {
+    async fn call(&self, call: ToolCall) -> CallTrace {
         let answer = (self.answer)(&call);
         self.calls.lock().expect("calls").push(call);
-        Called {
+        CallTrace {
             written: true,
-            ..Called::refused(answer)
+            ..CallTrace::of(answer)
         }
     }
 }

@@ -27,8 +27,8 @@ pub enum TakenFile {
         server: String,
         /// The path the tool named.
         path: String,
-        /// Why not.
-        words: String,
+        /// Why not: the server's words, or the client's reason.
+        reason: String,
     },
 }
 
@@ -78,16 +78,17 @@ pub struct Job {
 /// numbered directory to try, so that handing out one name N times costs N tries, not N².
 #[derive(Debug, Default)]
 struct Handed {
-    files: HashMap<PathBuf, HandedFile>,
+    files: HashMap<PathBuf, KnownDigest>,
     next_free: HashMap<PathBuf, u32>,
 }
 
 /// One file's upload to one server: the path it was stored at, or why it failed.
 pub(crate) type StagedUpload = tokio::sync::OnceCell<Result<String, crate::staging::NotStaged>>;
 
-/// A file a step took, as handed to later steps.
+/// What the job knows of a file a step took and handed on: its digest (announced when the
+/// file is uploaded, not hashed again) and where it came from.
 #[derive(Debug, Clone)]
-pub(crate) struct HandedFile {
+pub(crate) struct KnownDigest {
     pub(crate) size: u64,
     pub(crate) sha256: String,
     pub(crate) origin: Origin,
@@ -211,7 +212,7 @@ impl Job {
         }
         handed.files.insert(
             path.clone(),
-            HandedFile {
+            KnownDigest {
                 size,
                 sha256: sha256.to_owned(),
                 origin,
@@ -221,7 +222,7 @@ impl Job {
     }
 
     /// What a handed-out path is, when it is one.
-    pub(crate) fn handed(&self, path: &Path) -> Option<HandedFile> {
+    pub(crate) fn handed(&self, path: &Path) -> Option<KnownDigest> {
         lock(&self.handed).files.get(path).cloned()
     }
 

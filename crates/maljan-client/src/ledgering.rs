@@ -9,7 +9,7 @@ use maljan_mcp_proto::maljan::{ErrorCode, ToolAnswer, ToolFailure};
 use maljan_mcp_proto::mcp::ProtocolVersion;
 use serde_json::Value;
 
-use crate::call::{CallService, Called, ToolCall};
+use crate::call::{CallService, CallTrace, ToolCall};
 
 /// Strings longer than this are recorded in the ledger by their length only: file chunks
 /// in base64 would otherwise fill it.
@@ -136,7 +136,7 @@ impl<S> Ledgered<S> {
 }
 
 impl<S: CallService> CallService for Ledgered<S> {
-    async fn call(&self, call: ToolCall) -> Called {
+    async fn call(&self, call: ToolCall) -> CallTrace {
         // What the ledger keeps is taken first; the arguments then move into the call.
         let recording = Recording::of(&call);
         let resent_if_unsent = call.resend_unsent;

@@ -70,7 +70,7 @@ pub use maljan_mcp_transport::{CloseReport, StoppedBy, Transport, TransportCount
 pub use maljan_staging::SampleMount;
 pub use pack::{MAX_STEP_TIMEOUT_S, Pack, PackError, PackErrors, Step};
 pub use progress::{ProgressReporter, TransferProgress};
-pub use report::{PackInfo, REPORT_SCHEMA_VERSION, ReportFiles, RunReport, SampleInfo, Verdict};
+pub use report::{PackInfo, REPORT_SCHEMA_VERSION, ReportFiles, RunReport, RunVerdict, SampleInfo};
 pub use run::{
     Configured, Connector, DistinctFailure, HandedFile, MAX_RESTARTS, Recorder, Run, RunEnd,
     RunEvent, ServerLoss, ServerRecord, StepOutcome, StepStatus, Unavailable, distinct_failures,

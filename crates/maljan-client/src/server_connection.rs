@@ -18,7 +18,7 @@ use maljan_staging::{SampleMount, ToolCaller};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::admission::Admission;
+use crate::admission::Admitted;
 use crate::call::{CallOptions, CallService, CallTrace, ToolCall, not_an_object};
 use crate::card::ServerCard;
 use crate::config::{ClientSettings, EraChoice, ServerConfig, ServerTransport};
@@ -40,7 +40,7 @@ const JOB_DIR_ENV: &str = "MALJAN_JOB_DIR";
 const ROOTS_ENV: &str = "MALJAN_ROOTS";
 
 /// The call layers, outermost first.
-type CallStack = Staged<Ledgered<Admission<Timeout>>>;
+type CallStack = Staged<Ledgered<Admitted<Timeout>>>;
 
 /// A server started (a process spawned, an endpoint chosen) but not set up: the only thing
 /// to do with it is to [`set_up`](StartedConnection::set_up) (or close) it.
@@ -206,7 +206,7 @@ impl StartedConnection {
         let trace = context.trace().copied();
         let stack = Staged::new(
             Ledgered::new(
-                Admission::new(wire, &name, guard.clone()),
+                Admitted::new(wire, &name, guard.clone()),
                 &name,
                 setup.protocol,
                 context.ledger().clone(),
@@ -414,14 +414,7 @@ impl ServerConnection {
                 .refuse(&call, not_an_object(&call.arguments));
             return Ok(CallTrace::of(refused));
         }
-        let called = self.stack.call(call).await;
-        Ok(CallTrace {
-            answer: called.answer,
-            sent_arguments: called.sent,
-            queued: called.queued,
-            written: called.written,
-            cause: called.cause,
-        })
+        Ok(self.stack.call(call).await)
     }
 
     /// The call `options` make of `tool` with `arguments`: its step, wait, trace and

@@ -12,7 +12,7 @@ use maljan_staging::{
 };
 use serde_json::Value;
 
-use crate::call::{CallService, Called, ToolCall};
+use crate::call::{CallService, CallTrace, ToolCall};
 use crate::context::ConnectionContext;
 use crate::error::ClientError;
 use crate::job::{Job, TakenFile};
@@ -358,7 +358,7 @@ fn strings_in<'a>(value: &'a Value, pointer: String, out: &mut Vec<(String, &'a 
 }
 
 impl<S: CallService> CallService for Staged<S> {
-    async fn call(&self, mut call: ToolCall) -> Called {
+    async fn call(&self, mut call: ToolCall) -> CallTrace {
         if call.arguments.is_object() {
             let sent = self
                 .stage_arguments(&call.arguments, call.step.as_deref())
@@ -369,7 +369,7 @@ impl<S: CallService> CallService for Staged<S> {
         }
         let sent = call.as_written.is_some().then(|| call.arguments.clone());
         let mut called = self.inner.call(call).await;
-        called.sent = sent;
+        called.sent_arguments = sent;
         called
     }
 }

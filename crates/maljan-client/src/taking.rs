@@ -62,7 +62,7 @@ pub(crate) async fn take_files(
                 TakenFile::NotTaken {
                     server: server.to_owned(),
                     path: file.path.clone(),
-                    words: format!(
+                    reason: format!(
                         "its bytes have sha256 {}, not the {} the tool stated",
                         stored.sha256,
                         file.sha256.unwrap_or_default()
@@ -75,10 +75,10 @@ pub(crate) async fn take_files(
                 sha256: stored.sha256,
                 size: stored.size,
             },
-            Err(words) => TakenFile::NotTaken {
+            Err(reason) => TakenFile::NotTaken {
                 server: server.to_owned(),
                 path: file.path.clone(),
-                words,
+                reason,
             },
         };
         lock(&job.taken).push(taken.clone());

@@ -14,7 +14,7 @@ use maljan_mcp_transport::{OutgoingRequest, Transport, TransportFailure, Transpo
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::call::{CallService, Called, ToolCall, not_an_object};
+use crate::call::{CallService, CallTrace, ToolCall, not_an_object};
 use crate::stateless::{MAX_INPUT_ROUNDS, StatelessRequests};
 
 /// Why a request got no reply to read.
@@ -230,13 +230,13 @@ impl Timeout {
 
 impl CallService for Timeout {
     /// One `tools/call` on the wire, its answer read by Maljan's rules.
-    async fn call(&self, call: ToolCall) -> Called {
+    async fn call(&self, call: ToolCall) -> CallTrace {
         let wait = call.wait.unwrap_or_else(|| self.wait_for(&call.tool));
         let arguments = match call.arguments {
             Value::Object(map) => map,
             Value::Null => Map::new(),
             other => {
-                return Called::refused(ToolAnswer::failed(not_an_object(&other)));
+                return CallTrace::of(ToolAnswer::failed(not_an_object(&other)));
             }
         };
         // The arguments move into the request and are dropped once written, before the
@@ -308,10 +308,10 @@ impl CallService for Timeout {
                 }
             }
         };
-        Called {
+        CallTrace {
             written,
             cause,
-            ..Called::refused(answer)
+            ..CallTrace::of(answer)
         }
     }
 }

@@ -138,8 +138,8 @@ fn check(run: &InMemoryRun) {
         .find(|o| o.step == "outside")
         .expect("run");
     assert!(
-        matches!(&outside.taken[..], [maljan_client::TakenFile::NotTaken { words, .. }]
-            if words.contains("/etc/hostname is refused")),
+        matches!(&outside.taken[..], [maljan_client::TakenFile::NotTaken { reason, .. }]
+            if reason.contains("/etc/hostname is refused")),
         "{:?}",
         outside.taken
     );

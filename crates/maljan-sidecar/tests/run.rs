@@ -225,7 +225,7 @@ async fn unpack_on_one_server_hands_its_members_to_tools_on_another() {
     assert!(
         std::fs::read_to_string(&files.markdown)
             .expect("report.md")
-            .contains("**Verdict: completed**")
+            .contains("**RunVerdict: completed**")
     );
 }
 

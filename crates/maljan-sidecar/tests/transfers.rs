@@ -185,7 +185,7 @@ async fn get_file_refusals_are_recorded_as_not_taken_with_the_servers_words() {
     let words: Vec<String> = taken
         .iter()
         .map(|t| match t {
-            TakenFile::NotTaken { words, .. } => words.clone(),
+            TakenFile::NotTaken { reason, .. } => reason.clone(),
             other => panic!("{other:?}"),
         })
         .collect();

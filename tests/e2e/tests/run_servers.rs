@@ -130,7 +130,7 @@ async fn a_file_stated_larger_than_the_disk_is_refused_at_its_first_answer() {
     let outcomes = run.execute(&pack).await.expect("accepted");
     let taken = &outcomes[0].taken;
     assert_eq!(taken.len(), 1, "{:?}", outcomes[0]);
-    let maljan_client::TakenFile::NotTaken { words, .. } = &taken[0] else {
+    let maljan_client::TakenFile::NotTaken { reason: words, .. } = &taken[0] else {
         panic!("taken: {taken:?}");
     };
     assert!(words.contains("1125899906842624 bytes"), "{words}");

@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use super::v1::Taken;
-use super::{RunReport, Verdict, wording};
+use super::{RunReport, RunVerdict, wording};
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:72rem;\
 padding:0 1rem;color:#1d2330}h1{font-size:1.5rem}h2{margin-top:2rem;border-bottom:1px solid #ccd}\
@@ -60,7 +60,7 @@ pub(super) fn render(report: &RunReport) -> String {
     let _ = writeln!(
         out,
         "<header><h1>Run <code>{}</code> — {pack}</h1>\
-         <p>Verdict: <span class=\"verdict {verdict}\" id=\"verdict\">{verdict}</span></p>",
+         <p>RunVerdict: <span class=\"verdict {verdict}\" id=\"verdict\">{verdict}</span></p>",
         escape(&report.run)
     );
     if let Some(sample) = &report.sample {
@@ -76,7 +76,7 @@ pub(super) fn render(report: &RunReport) -> String {
     }
     out.push_str("<section id=\"failures\"><h2>Failures</h2>\n");
     if report.failures.is_empty() {
-        let none = if report.verdict == Verdict::Interrupted {
+        let none = if report.verdict == RunVerdict::Interrupted {
             "None before the run was stopped."
         } else {
             "None."

@@ -45,7 +45,7 @@ pub(super) fn render(report: &RunReport) -> String {
     let mut out = String::new();
     let pack = report.pack.name.as_deref().unwrap_or(&report.pack.origin);
     let _ = writeln!(out, "# Run {} — {}\n", report.run, cell(pack));
-    let _ = writeln!(out, "**Verdict: {}**\n", report.verdict.as_str());
+    let _ = writeln!(out, "**RunVerdict: {}**\n", report.verdict.as_str());
     if let Some(sample) = &report.sample {
         let _ = writeln!(
             out,

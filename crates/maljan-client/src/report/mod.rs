@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use v1::{PackInfo, SampleInfo, Verdict};
+pub use v1::{PackInfo, RunVerdict, SampleInfo};
 
 use crate::job::Job;
 use crate::run::{RunEnd, StepOutcome, StepStatus, distinct_failures};
@@ -20,25 +20,25 @@ use crate::run::{RunEnd, StepOutcome, StepStatus, distinct_failures};
 /// The version of `report.json`'s schema (documented in the workspace README).
 pub const REPORT_SCHEMA_VERSION: u32 = v1::VERSION;
 
-impl Verdict {
+impl RunVerdict {
     /// The verdict of a run that ended with `outcomes`, with `degraded` when a staging
     /// failed.
     ///
     /// ```
     /// use maljan_client::Verdict;
-    /// assert_eq!(Verdict::of(&[], false), Verdict::Failed);
+    /// assert_eq!(RunVerdict::of(&[], false), RunVerdict::Failed);
     /// ```
-    pub fn of(outcomes: &[StepOutcome], degraded: bool) -> Verdict {
+    pub fn of(outcomes: &[StepOutcome], degraded: bool) -> RunVerdict {
         let completed = outcomes
             .iter()
             .filter(|o| o.status == StepStatus::Completed)
             .count();
         if completed == 0 {
-            Verdict::Failed
+            RunVerdict::Failed
         } else if completed < outcomes.len() || degraded {
-            Verdict::Degraded
+            RunVerdict::Degraded
         } else {
-            Verdict::Completed
+            RunVerdict::Completed
         }
     }
 }
@@ -60,7 +60,7 @@ pub struct RunReport {
     /// The sample.
     pub sample: Option<SampleInfo>,
     /// How the run ended.
-    pub verdict: Verdict,
+    pub verdict: RunVerdict,
     /// Each distinct failure once, with its count and steps.
     pub failures: Vec<v1::DistinctFailure>,
     /// The servers.
@@ -97,9 +97,9 @@ impl RunReport {
     ) -> RunReport {
         let degradations = job.degradations();
         let verdict = if interrupted {
-            Verdict::Interrupted
+            RunVerdict::Interrupted
         } else {
-            Verdict::of(outcomes, !degradations.is_empty())
+            RunVerdict::of(outcomes, !degradations.is_empty())
         };
         RunReport {
             schema_version: REPORT_SCHEMA_VERSION,
@@ -188,7 +188,7 @@ mod tests {
             },
             job: "/j".into(),
             sample: None,
-            verdict: Verdict::Completed,
+            verdict: RunVerdict::Completed,
             failures: Vec::new(),
             servers: Vec::new(),
             steps: vec![step; 600],

@@ -25,7 +25,7 @@ pub const VERSION: u32 = 1;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
-pub enum Verdict {
+pub enum RunVerdict {
     /// Every step completed and nothing was done with less.
     Completed,
     /// At least one step completed, and some failed or were skipped, or a file was not
@@ -37,7 +37,7 @@ pub enum Verdict {
     Interrupted,
 }
 
-impl Verdict {
+impl RunVerdict {
     /// Its name, as in the report.
     ///
     /// ```
@@ -45,10 +45,10 @@ impl Verdict {
     /// ```
     pub fn as_str(self) -> &'static str {
         match self {
-            Verdict::Completed => "completed",
-            Verdict::Degraded => "degraded",
-            Verdict::Failed => "failed",
-            Verdict::Interrupted => "interrupted",
+            RunVerdict::Completed => "completed",
+            RunVerdict::Degraded => "degraded",
+            RunVerdict::Failed => "failed",
+            RunVerdict::Interrupted => "interrupted",
         }
     }
 }
@@ -397,11 +397,11 @@ impl From<&TakenFile> for Taken {
             TakenFile::NotTaken {
                 server,
                 path,
-                words,
+                reason,
             } => Taken::NotTaken {
                 server: server.clone(),
                 path: path.clone(),
-                words: words.clone(),
+                words: reason.clone(),
             },
         }
     }

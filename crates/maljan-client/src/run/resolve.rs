@@ -17,7 +17,7 @@ pub(super) struct Finished {
     /// Whether at least one of its runs completed.
     pub(super) completed: bool,
     /// Why not, when none did: "failed: …", "was skipped: …".
-    pub(super) why_not: String,
+    pub(super) reason: String,
     /// The files it took and handed on.
     pub(super) outputs: Vec<HandedFile>,
 }
@@ -27,7 +27,7 @@ impl Finished {
     pub(super) fn not_yet() -> Self {
         Finished {
             completed: false,
-            why_not: String::new(),
+            reason: String::new(),
             outputs: Vec::new(),
         }
     }
@@ -118,7 +118,7 @@ impl<'a> Resolver<'a> {
         if !producer.completed {
             return Err(format!(
                 "its input {text} never came: step {} {}",
-                reference.step, producer.why_not
+                reference.step, producer.reason
             ));
         }
         let files: Vec<&HandedFile> = producer
@@ -219,7 +219,7 @@ mod tests {
             "u".to_owned(),
             Finished {
                 completed: true,
-                why_not: String::new(),
+                reason: String::new(),
                 outputs,
             },
         )])

@@ -76,8 +76,8 @@ impl<'p> Scheduler<'p> {
                 progress.completed = true;
                 progress.outputs.extend(outcome.handed.iter().cloned());
             }
-            StepStatus::Failed { failure } if progress.why_not.is_empty() => {
-                progress.why_not = format!("failed: {}", failure.message);
+            StepStatus::Failed { failure } if progress.reason.is_empty() => {
+                progress.reason = format!("failed: {}", failure.message);
             }
             _ => {}
         }
@@ -139,13 +139,13 @@ impl<'p> Scheduler<'p> {
         }
     }
 
-    /// `step` ended without a run, for the reason `why_not` later steps are told.
-    fn end(&mut self, step: &Step, why_not: String) {
+    /// `step` ended without a run, for the `reason` later steps are told.
+    fn end(&mut self, step: &Step, reason: String) {
         self.finished.insert(
             step.id().to_owned(),
             Finished {
                 completed: false,
-                why_not,
+                reason,
                 outputs: Vec::new(),
             },
         );

@@ -22,12 +22,6 @@ use crate::call::CallOptions;
 use crate::job::TakenFile;
 use crate::pack::{Pack, PackErrors, Step};
 
-/// A run of a step, finished.
-struct Ran<'p> {
-    step: &'p Step,
-    outcome: StepOutcome,
-}
-
 impl Run {
     /// Carries out `pack`: checks it against the configured servers, sets up every server
     /// it uses at once and checks its tools against theirs (an error of either kind
@@ -56,7 +50,7 @@ impl Run {
                     }
                 }
             }
-            let Some(Ran { step, outcome }) = running.next().await else {
+            let Some((step, outcome)) = running.next().await else {
                 break;
             };
             scheduler.handle_finished(step, &outcome);
@@ -93,7 +87,7 @@ impl Run {
 
     /// Runs one step (or one of its runs) and takes its declared outputs; past the run's
     /// cap on calls it fails without a call.
-    async fn run_step<'p>(&self, step: &'p Step, instance: Instance) -> Ran<'p> {
+    async fn run_step<'p>(&self, step: &'p Step, instance: Instance) -> (&'p Step, StepOutcome) {
         let most = self.settings.run.max_calls;
         if self.calls_made.fetch_add(1, Ordering::AcqRel) >= most {
             let failure = ToolFailure::new(
@@ -107,7 +101,7 @@ impl Run {
             let mut outcome = StepOutcome::failed_before_running(step, failure);
             outcome.instance = instance.label;
             outcome.resolved = Some(instance.arguments);
-            return Ran { step, outcome };
+            return (step, outcome);
         }
         self.record(&RunEvent::StepStarted {
             step: step.id(),
@@ -146,9 +140,9 @@ impl Run {
                 failure: failure.clone(),
             },
         };
-        Ran {
+        (
             step,
-            outcome: StepOutcome {
+            StepOutcome {
                 step: step.id().to_owned(),
                 instance: instance.label,
                 server: step.server().to_owned(),
@@ -163,7 +157,7 @@ impl Run {
                 sent_arguments: trace.sent_arguments.clone(),
                 queued_ms: millis(trace.queued),
             },
-        }
+        )
     }
 
     /// Hands the files a step took to later steps, under the names the tool gave them.
