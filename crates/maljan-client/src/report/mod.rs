@@ -25,7 +25,7 @@ impl RunVerdict {
     /// failed.
     ///
     /// ```
-    /// use maljan_client::Verdict;
+    /// use maljan_client::RunVerdict;
     /// assert_eq!(RunVerdict::of(&[], false), RunVerdict::Failed);
     /// ```
     pub fn of(outcomes: &[StepOutcome], degraded: bool) -> RunVerdict {

@@ -41,7 +41,7 @@ impl RunVerdict {
     /// Its name, as in the report.
     ///
     /// ```
-    /// assert_eq!(maljan_client::Verdict::Degraded.as_str(), "degraded");
+    /// assert_eq!(maljan_client::RunVerdict::Degraded.as_str(), "degraded");
     /// ```
     pub fn as_str(self) -> &'static str {
         match self {
