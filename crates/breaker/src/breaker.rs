@@ -1,3 +1,6 @@
+//! The circuit breaker, sans-IO: what a call came to (its verdict), whether the next may be
+//! made (its admission), the clock passed in.
+
 use std::time::{Duration, Instant};
 
 use crate::BreakerSettings;

@@ -1,3 +1,6 @@
+//! The breaker and the concurrency cap around real calls: a slot first (FIFO), then the
+//! breaker's admission, then the call, and its verdict back.
+
 use std::future::Future;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;

@@ -1,3 +1,5 @@
+//! The breaker's and the cap's settings, as a configuration names them.
+
 use std::time::Duration;
 
 use serde::Deserialize;

@@ -1,3 +1,6 @@
+//! One call as the ledger keeps it: who called what, in which job, run and step, with what
+//! arguments, and how it ended.
+
 use std::time::{Duration, SystemTime};
 
 use maljan_mcp_proto::maljan::{Outcome, ToolFailure};

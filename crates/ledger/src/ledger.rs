@@ -1,3 +1,5 @@
+//! The ledger: every call numbered and handed to each sink, never lost for a failing one.
+
 use std::io::Read;
 use std::path::Path;
 use std::sync::Mutex;

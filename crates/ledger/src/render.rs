@@ -1,3 +1,5 @@
+//! The failure summary as text, for a report's header.
+
 use std::fmt::Write;
 
 use serde::Serialize;

@@ -1,3 +1,6 @@
+//! Where ledger entries go: a JSON Lines file, memory, and the trait any other sink
+//! implements.
+
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};

@@ -1,3 +1,6 @@
+//! The failure summary: each distinct failure once, with its count, numbers folded so that
+//! failures that differ only in a changing figure are one.
+
 use std::collections::HashMap;
 
 use maljan_mcp_proto::maljan::ErrorCode;

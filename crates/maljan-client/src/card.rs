@@ -1,3 +1,6 @@
+//! A server card: what a connection test shows of a server, its tools and the ones that
+//! cannot run on its host, with why and what to do.
+
 use maljan_mcp_proto::maljan::{CapabilityManifest, is_platform_primitive};
 use maljan_mcp_proto::mcp::{Era, Implementation};
 use maljan_mcp_transport::TransportCounts;

@@ -1,3 +1,6 @@
+//! How to reach each server and how the client behaves: the settings a configuration file
+//! fills.
+
 use std::time::Duration;
 
 use maljan_breaker::BreakerSettings;

@@ -1,3 +1,5 @@
+//! Why a server could not be used: a failed call is an answer, not one of these.
+
 use maljan_mcp_stdio::SpawnError;
 
 /// Why a server could not be used. Failures of a single call are not errors: they are

@@ -1,3 +1,6 @@
+//! A job: its directory, its sample, its artefact store, the files its steps took and handed
+//! on, and what was sent where.
+
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};

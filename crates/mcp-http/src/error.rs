@@ -1,3 +1,5 @@
+//! Why a request over Streamable HTTP got no answer, each with its cause and what to do.
+
 use std::sync::Arc;
 
 use maljan_mcp_proto::jsonrpc::InvalidReason;

@@ -1,3 +1,5 @@
+//! Why a request got no usable reply, kept as a value any transport can give.
+
 use std::error::Error;
 use std::fmt;
 use std::sync::Arc;

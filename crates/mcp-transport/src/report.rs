@@ -1,3 +1,5 @@
+//! What a connection received, and what closing it found.
+
 use std::fmt;
 use std::process::ExitStatus;
 

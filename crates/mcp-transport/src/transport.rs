@@ -1,3 +1,5 @@
+//! The transport trait: JSON-RPC to one server, whatever carries it.
+
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;

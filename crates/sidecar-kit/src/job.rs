@@ -1,3 +1,6 @@
+//! A server's job directory: where it writes, what it may read, its disk budget and the
+//! uploads under way.
+
 use std::collections::HashMap;
 use std::fs::File;
 use std::io;

@@ -1,3 +1,5 @@
+//! A kit server's logs: to stderr, never stdout, coloured only on a terminal.
+
 /// Sends `tracing` output to stderr, filtered by `RUST_LOG` (default `info`).
 ///
 /// Call it after [`stdio_safe`](crate::stdio_safe). Calling it twice is harmless.

@@ -1,3 +1,5 @@
+//! A tool's optional dependency, probed at start: present, or the tool unavailable with why.
+
 use std::path::{Path, PathBuf};
 
 /// How a tool's optional dependency is found at start: probed, never asserted.

@@ -1,3 +1,5 @@
+//! Search arguments as a shell would have quoted them, read back.
+
 /// A search argument read unquoted.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Unquoted {

@@ -1,3 +1,5 @@
+//! Stdout kept for the protocol alone: whatever else writes to it goes to stderr.
+
 use std::fs::File;
 use std::io;
 

@@ -1,3 +1,5 @@
+//! What a tool is to the kit: its handler, its context, its answer.
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 

@@ -1,3 +1,5 @@
+//! How staging calls a server's primitives: any caller of a tool will do.
+
 use std::future::Future;
 
 use maljan_mcp_proto::maljan::ToolFailure;

@@ -1,3 +1,5 @@
+//! The disclosure block: every file sent to a server, and what was done with less.
+
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};

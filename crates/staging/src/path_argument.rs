@@ -1,3 +1,5 @@
+//! Path arguments: which reach a server as written, rewritten through its mount, or uploaded.
+
 use std::path::{Component, Path, PathBuf};
 
 /// A server's view of the job's files: `local` is seen by the server at `remote`.

@@ -1,3 +1,6 @@
+//! The artefact store: files taken from servers, named by their digest, with where each came
+//! from.
+
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};

@@ -1,3 +1,6 @@
+//! `archive_list`: an archive's member names through `zipinfo`, a tool the host may lack
+//! (then unavailable, with how to install it).
+
 use std::process::Command;
 
 use maljan_mcp_proto::maljan::{ErrorCode, ToolFailure};

@@ -1,3 +1,5 @@
+//! `file_info`: a file's size, digests, entropy and type, from one read.
+
 use std::io::Read;
 
 use maljan_sidecar_kit::{Arguments, ToolContext, ToolResult, ToolSpec};

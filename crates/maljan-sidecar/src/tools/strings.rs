@@ -1,3 +1,5 @@
+//! `strings`: the printable strings of a file, or the lines matching a search, bounded.
+
 use std::io::Read;
 
 use maljan_mcp_proto::maljan::{ErrorCode, ToolFailure};

@@ -1,3 +1,6 @@
+//! `unpack`: an archive's members written into the job, bounded in count, size and depth,
+//! names confined to the server's directory.
+
 use std::collections::HashSet;
 use std::ffi::{OsStr, OsString};
 use std::fs::File;

@@ -1,3 +1,5 @@
+//! Decoding one line of traffic into a message, or saying why it is not one.
+
 use std::fmt;
 
 use serde::Deserialize;

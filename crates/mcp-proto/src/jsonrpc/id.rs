@@ -1,3 +1,5 @@
+//! Request ids: a string or an integer, never null.
+
 use std::fmt;
 
 use serde::de::{self, Visitor};

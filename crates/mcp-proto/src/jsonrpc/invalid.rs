@@ -1,3 +1,5 @@
+//! Why a message failed validation, in words a log or an error can show.
+
 use std::fmt;
 
 use super::{ErrorObject, ErrorResponse, Message, RequestId};

@@ -1,3 +1,5 @@
+//! The JSON-RPC messages: requests, notifications, responses and errors, and their lines.
+
 use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;

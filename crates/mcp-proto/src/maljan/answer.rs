@@ -1,3 +1,6 @@
+//! A tool's answer read by Maljan's rules: a value, or a failure with a code, a message and
+//! a remedy.
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 

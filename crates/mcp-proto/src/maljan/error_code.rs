@@ -1,3 +1,5 @@
+//! Maljan's failure codes, kept as written when unknown.
+
 use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};

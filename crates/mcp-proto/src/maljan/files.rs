@@ -1,3 +1,5 @@
+//! The files a tool names in its answer.
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

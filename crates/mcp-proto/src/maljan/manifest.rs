@@ -1,3 +1,5 @@
+//! The capability manifest: what a server can do on its host, tool by tool.
+
 use serde::{Deserialize, Serialize};
 
 /// The answer of the `capabilities` tool: what a server can do on the host it runs on.

@@ -1,3 +1,5 @@
+//! The platform primitives: tools the platform calls itself and never shows a model.
+
 /// Tools the platform calls itself and never shows to the model.
 pub const PLATFORM_PRIMITIVES: [&str; 6] = [
     "capabilities",

@@ -1,3 +1,5 @@
+//! The session era's handshake: `initialize` and its answer.
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 

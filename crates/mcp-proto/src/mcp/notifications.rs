@@ -1,3 +1,5 @@
+//! The notifications both sides send: cancelled, progress, log messages.
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

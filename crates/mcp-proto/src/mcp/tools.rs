@@ -1,3 +1,5 @@
+//! Tools: listing them, calling one, and the blocks of its result.
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 

@@ -1,3 +1,5 @@
+//! Protocol versions and their eras: the one list of what this client speaks.
+
 use std::fmt;
 
 /// How a protocol version holds a conversation.

@@ -1,3 +1,5 @@
+//! What a connection's stdout held, line by line.
+
 use std::fmt;
 
 /// What a connection's stdout held, line by line. Every line falls in exactly one count,

@@ -1,3 +1,5 @@
+//! Excerpts of lines that were not messages, escaped, for logs and errors.
+
 use std::fmt;
 
 /// The first characters of a line, with control characters escaped, for a log or an error.

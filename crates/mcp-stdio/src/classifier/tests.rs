@@ -1,3 +1,5 @@
+//! The classifier's tests: every kind of line, alone and mixed.
+
 use maljan_mcp_proto::jsonrpc::{InvalidReason, Message, RequestId};
 
 use super::*;

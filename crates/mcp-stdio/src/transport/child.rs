@@ -1,3 +1,6 @@
+//! A server process: how it is started (its own process group, killed with the client) and
+//! stopped (stdin closed, grace, SIGTERM, grace, SIGKILL).
+
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};

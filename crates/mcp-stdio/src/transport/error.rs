@@ -1,3 +1,5 @@
+//! Why a request on a stdio connection got no answer, and why a server could not start.
+
 use std::io;
 use std::sync::Arc;
 

@@ -1,3 +1,5 @@
+//! A server's stderr, read to its end so it never blocks, logged and kept as a tail.
+
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 

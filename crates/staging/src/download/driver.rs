@@ -1,3 +1,5 @@
+//! A download carried out: `get_file` called chunk by chunk, each written as it comes.
+
 use futures::StreamExt;
 use futures::stream::FuturesOrdered;
 use maljan_direct_write::DirectWriter;

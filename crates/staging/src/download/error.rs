@@ -1,3 +1,5 @@
+//! Why a download was refused or failed; none leaves a file behind.
+
 /// Why a download was refused or failed. A refused or failed download leaves no file behind.
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]

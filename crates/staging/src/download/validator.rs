@@ -1,3 +1,6 @@
+//! A download's protocol, sans-IO: which chunk to ask for, and whether the server's answers
+//! (sizes, offsets, digests) hold.
+
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};

@@ -1,3 +1,6 @@
+//! An upload carried out: the file read, hashed and sent in chunks (or in one call), the
+//! server's answers checked.
+
 use std::fs::File;
 use std::io::Read;
 use std::path::Path;

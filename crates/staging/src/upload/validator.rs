@@ -1,3 +1,5 @@
+//! An upload's protocol, sans-IO: what to send next, and whether the server's answers hold.
+
 use std::collections::VecDeque;
 
 use serde_json::{Value, json};
