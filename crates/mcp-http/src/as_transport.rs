@@ -85,14 +85,7 @@ impl Transport for HttpTransport {
     }
 
     fn counts(&self) -> TransportCounts {
-        let counts = HttpTransport::counts(self);
-        TransportCounts {
-            messages: counts.messages,
-            invalid: counts.invalid,
-            oversized: counts.oversized,
-            unmatched: counts.unmatched,
-            ..TransportCounts::default()
-        }
+        HttpTransport::counts(self)
     }
 
     fn close(self: Box<Self>) -> BoxFuture<'static, CloseReport> {

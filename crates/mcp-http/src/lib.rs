@@ -27,7 +27,7 @@ mod sse;
 mod waiting;
 
 pub use error::HttpError;
-pub use http_transport::{HttpConfig, HttpCounts, HttpTransport};
+pub use http_transport::{HttpConfig, HttpTransport};
 pub use redact::redact_credentials;
 pub use sse::{DEFAULT_MAX_EVENT_BYTES, SseEvent, SseItem, SseParser};
 

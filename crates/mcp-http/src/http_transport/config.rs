@@ -1,4 +1,4 @@
-//! What a Streamable HTTP connection is set up with, and what its replies held.
+//! What a Streamable HTTP connection is set up with.
 
 use std::time::Duration;
 
@@ -64,17 +64,4 @@ impl HttpConfig {
             server_requests: ServerRequestPolicy::default(),
         }
     }
-}
-
-/// What a connection's replies held, for the server card.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct HttpCounts {
-    /// Valid messages received.
-    pub messages: u64,
-    /// Invalid messages stated.
-    pub invalid: u64,
-    /// Events over the bound, dropped.
-    pub oversized: u64,
-    /// Answers to no request waiting (late, or an id never sent), dropped.
-    pub unmatched: u64,
 }

@@ -16,10 +16,11 @@ mod post;
 mod stateless_headers;
 mod stream;
 
-pub use config::{HttpConfig, HttpCounts};
+pub use config::HttpConfig;
 
 use crate::HttpError;
 use crate::waiting::WaitingRequests;
+use maljan_mcp_transport::TransportCounts;
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const LAST_EVENT_ID: &str = "last-event-id";
@@ -35,7 +36,8 @@ struct SessionState {
     session: Mutex<Option<String>>,
     protocol_version: Mutex<Option<String>>,
     next_id: AtomicI64,
-    counts: Mutex<HttpCounts>,
+    /// What the replies held (the counts a stream has no use for stay at zero).
+    counts: Mutex<TransportCounts>,
     notifications: mpsc::Sender<Notification>,
     incoming: Mutex<Option<mpsc::Receiver<Notification>>>,
     listener: Mutex<Option<tokio::task::AbortHandle>>,
@@ -190,7 +192,7 @@ impl HttpTransport {
     }
 
     /// What replies held so far.
-    pub fn counts(&self) -> HttpCounts {
+    pub fn counts(&self) -> TransportCounts {
         *lock(&self.state.counts)
     }
 
