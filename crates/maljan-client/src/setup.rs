@@ -177,16 +177,21 @@ struct Agreed {
 async fn discover(
     wire: &Timeout,
     plan: &SetupPlan<'_>,
-    version: &str,
+    version: ProtocolVersion,
 ) -> Result<Option<Reply>, StepFailure> {
-    let meta = stateless_meta(version, &plan.policy.capabilities(), plan.client_info);
+    let meta = stateless_meta(
+        version.as_str(),
+        &plan.policy.capabilities(),
+        plan.client_info,
+    );
     let request = OutgoingRequest::new(
         methods::SERVER_DISCOVER,
         Some(Value::Object(Map::from_iter([(
             "_meta".to_owned(),
             Value::Object(meta),
         )]))),
-    );
+    )
+    .stateless(version);
     // Not cancelled when given up: a legacy server may not be sent anything but ping
     // before initialize.
     match wire.request(request, plan.discover_wait, false).await {
@@ -200,21 +205,25 @@ async fn discover(
 }
 
 /// Finds the server's era by the digest's rules: `server/discover` first; a discover result
-/// with our modern version, or a recognized modern error, is modern (`-32022` is asked
-/// again, once, with the version it lists); any other answer, or none, is legacy. `Ok(None)`
-/// is legacy.
+/// with a stateless version of ours, or a recognized stateless-era error, is stateless
+/// (`-32022` is asked again, once, with the version it lists); any other answer, or none,
+/// means a server with sessions: `Ok(None)`.
 async fn probe(
     wire: &Timeout,
     plan: &SetupPlan<'_>,
 ) -> Result<Option<DiscoverResult>, StepFailure> {
-    let mut version = ProtocolVersion::newest_of(Era::Stateless)
-        .as_str()
-        .to_owned();
+    let mut version = ProtocolVersion::newest_of(Era::Stateless);
     for attempt in 0..2 {
-        let answer = discover(wire, plan, &version).await?;
+        let answer = discover(wire, plan, version).await?;
         match read_discover_answer(answer.as_ref()) {
             EraVerdict::Stateless(result) => return Ok(Some(result)),
-            EraVerdict::RetryWith(listed) if attempt == 0 => version = listed,
+            EraVerdict::RetryWith(listed) if attempt == 0 => {
+                // The reader retries only with a stateless version of ours.
+                match ProtocolVersion::parse(&listed) {
+                    Some(ours) => version = ours,
+                    None => break,
+                }
+            }
             EraVerdict::RetryWith(_) => break,
             EraVerdict::Unusable { reason } => {
                 return Err((methods::SERVER_DISCOVER, SetupFailure::Unusable(reason)));

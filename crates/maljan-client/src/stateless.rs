@@ -18,6 +18,8 @@ pub(crate) const MAX_INPUT_ROUNDS: usize = 4;
 pub(crate) struct StatelessRequests {
     meta: Map<String, Value>,
     inputs: ServerRequestPolicy,
+    /// The version the requests are made in.
+    version: ProtocolVersion,
 }
 
 impl StatelessRequests {
@@ -42,7 +44,11 @@ impl StatelessRequests {
                  in a job of its own"
             ),
         }
-        StatelessRequests { meta, inputs }
+        StatelessRequests {
+            version,
+            meta,
+            inputs,
+        }
     }
 
     /// The request with the era's `_meta` keys in its params (beside the keys it has, a
@@ -63,7 +69,7 @@ impl StatelessRequests {
                 meta.extend(self.meta.iter().map(|(k, v)| (k.clone(), v.clone())));
             }
         }
-        let stamped = OutgoingRequest::new(method, Some(params));
+        let stamped = OutgoingRequest::new(method, Some(params)).stateless(self.version);
         match ends_setup {
             Some(ends) => stamped.ending_setup(ends),
             None => stamped,

@@ -42,11 +42,16 @@ impl Transport for HttpTransport {
     ) -> BoxFuture<'_, Result<PendingReply, TransportFailure>> {
         let id = self.next_id();
         let transport = self.clone();
+        let version = request.stateless_version();
         let (method, params, _) = request.into_parts();
         let request_id = id.clone();
         let reply = async move {
             match params {
-                Some(params) => transport.request_json(request_id, &method, params).await,
+                Some(params) => {
+                    transport
+                        .request_json(request_id, &method, params, version)
+                        .await
+                }
                 None => transport.request(request_id, &method, None).await,
             }
             .map_err(TransportFailure::from)

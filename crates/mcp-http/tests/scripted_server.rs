@@ -388,7 +388,7 @@ async fn a_request_with_json_params_sends_the_body_serde_would_and_reads_the_rep
     })
     .to_line();
     let reply = http
-        .request_json(id, "tools/call", params)
+        .request_json(id, "tools/call", params, None)
         .await
         .expect("answered");
     assert_eq!(result_of(reply), json!({"received": 4}));

@@ -37,6 +37,7 @@ pub struct OutgoingRequest {
     method: String,
     params: Option<Value>,
     ends_setup: Option<EndsSetup>,
+    stateless_version: Option<ProtocolVersion>,
 }
 
 impl OutgoingRequest {
@@ -47,7 +48,30 @@ impl OutgoingRequest {
             method: method.into(),
             params,
             ends_setup: None,
+            stateless_version: None,
         }
+    }
+
+    /// The request is of the stateless era, in `version` (its `_meta` says so too): a
+    /// transport that states the version outside the body (over HTTP, the
+    /// `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` headers) takes it from here,
+    /// never by reading the params again.
+    ///
+    /// ```
+    /// use maljan_mcp_proto::mcp::{Era, ProtocolVersion};
+    /// use maljan_mcp_transport::OutgoingRequest;
+    /// let version = ProtocolVersion::newest_of(Era::Stateless);
+    /// let request = OutgoingRequest::new("tools/list", None).stateless(version);
+    /// assert_eq!(request.stateless_version(), Some(version));
+    /// ```
+    pub fn stateless(mut self, version: ProtocolVersion) -> Self {
+        self.stateless_version = Some(version);
+        self
+    }
+
+    /// The version of a stateless-era request; `None` for a request of a session.
+    pub fn stateless_version(&self) -> Option<ProtocolVersion> {
+        self.stateless_version
     }
 
     /// The reply to this request may end the setup window, when `ends` says so of its result.

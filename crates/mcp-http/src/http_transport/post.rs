@@ -6,7 +6,7 @@ use maljan_mcp_proto::json_writer::request_line;
 use maljan_mcp_proto::jsonrpc::{
     DecodedLine, ErrorResponse, Message, Notification, Reply, Request, RequestId, decode_line,
 };
-use maljan_mcp_proto::mcp::{headers, methods};
+use maljan_mcp_proto::mcp::{ProtocolVersion, headers, methods};
 use reqwest::header::{ACCEPT, CONTENT_TYPE};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -100,13 +100,14 @@ impl HttpTransport {
     /// [`request`](Self::request) with params as a JSON value, written straight into the
     /// request's body ([`request_line`]): large arguments, a file chunk's base64 among them,
     /// are neither escaped byte by byte nor copied into a raw value first. The value is
-    /// dropped once written, before the request is sent.
+    /// dropped once written, before the request is sent. A request of the stateless era
+    /// names its `version`: it goes out with the era's headers too.
     ///
     /// ```no_run
     /// # async fn call(connection: &maljan_mcp_http::HttpTransport) {
     /// let params = serde_json::json!({"name": "get_file", "arguments": {"path": "a.bin"}});
     /// let id = connection.next_id();
-    /// let reply = connection.request_json(id, "tools/call", params).await.unwrap();
+    /// let reply = connection.request_json(id, "tools/call", params, None).await.unwrap();
     /// # }
     /// ```
     pub async fn request_json(
@@ -114,8 +115,9 @@ impl HttpTransport {
         id: RequestId,
         method: &str,
         params: Value,
+        version: Option<ProtocolVersion>,
     ) -> Result<Reply, HttpError> {
-        let modern = StatelessHeaders::of(method, &params);
+        let modern = version.map(|version| StatelessHeaders::of(version, method, &params));
         let body = request_line(&id, method, &params);
         drop(params);
         self.request_body(body, id, method, modern).await
