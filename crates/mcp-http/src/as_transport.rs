@@ -100,3 +100,27 @@ impl Transport for HttpTransport {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_the_server_forgot_is_unsent_and_a_refusal_is_not_lost() {
+        let expired = TransportFailure::from(HttpError::SessionExpired {
+            server: "remote".to_owned(),
+            session: "abc".to_owned(),
+        });
+        assert!(
+            expired.is_lost() && expired.is_unsent(),
+            "the server did not carry out a request under a session it does not know: a run \
+             sends it again under a new session"
+        );
+        let refused = TransportFailure::from(HttpError::Status {
+            server: "remote".to_owned(),
+            status: 503,
+            body: "busy".to_owned(),
+        });
+        assert!(refused.is_refused() && !refused.is_lost());
+    }
+}
