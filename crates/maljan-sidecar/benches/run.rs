@@ -41,12 +41,11 @@ fn bench(c: &mut Criterion) {
     let job = Arc::new(Job::create(dir.path().join("job")).expect("job"));
     let sample = job.add_sample(&sample).expect("sample").path;
     let servers = SERVERS.map(|name| ServerConfig::stdio(name, ServerCommand::new(SIDECAR)));
-    let run = Run::new(
-        job,
-        servers,
-        ClientSettings::default(),
-        ConnectionContext::default(),
-    );
+    // One run carries out the pack thousands of times here: a real run's cap on its calls
+    // would end it after the first few hundred, and every later step would fail uncalled.
+    let mut settings = ClientSettings::default();
+    settings.run.max_calls = usize::MAX;
+    let run = Run::new(job, servers, settings, ConnectionContext::default());
     let pack = pack();
     // Every server set up before timing.
     runtime.block_on(async {
@@ -109,8 +108,13 @@ fn bench(c: &mut Criterion) {
         });
         let executed = runtime.block_on(async {
             let start = Instant::now();
-            run.execute(&pack).await.expect("runs");
-            start.elapsed()
+            let outcomes = run.execute(&pack).await.expect("runs");
+            let elapsed = start.elapsed();
+            assert!(
+                outcomes.iter().all(|o| o.failure().is_none()),
+                "every step is called and completes"
+            );
+            elapsed
         });
         per_step.push((executed.as_secs_f64() - alone.as_secs_f64()) / STEPS as f64 * 1e3);
     }
