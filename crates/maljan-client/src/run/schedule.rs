@@ -219,6 +219,15 @@ arguments = {}
         }
     }
 
+    /// A job in a temporary directory, with a sample: what `$sample` resolves to.
+    fn job_with_sample() -> (tempfile::TempDir, Job) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let job = Job::create(dir.path()).expect("job");
+        std::fs::write(dir.path().join("s.bin"), b"x").expect("sample");
+        job.add_sample(&dir.path().join("s.bin")).expect("sample");
+        (dir, job)
+    }
+
     fn drain<'p>(scheduler: &mut Scheduler<'p>, job: &Job) -> Vec<Next<'p>> {
         std::iter::from_fn(|| scheduler.poll_ready(job)).collect()
     }
@@ -236,10 +245,7 @@ arguments = {}
 
     #[test]
     fn steps_start_when_their_inputs_finish_fan_out_and_skip_without_any_io_of_their_own() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let job = Job::create(dir.path()).expect("job");
-        std::fs::write(dir.path().join("s.bin"), b"x").expect("sample");
-        job.add_sample(&dir.path().join("s.bin")).expect("sample");
+        let (_dir, job) = job_with_sample();
         let pack = Pack::parse(PACK, "p.toml").expect("pack");
         let step = |id: &str| pack.steps().iter().find(|s| s.id() == id).expect("step");
         let mut scheduler = Scheduler::new(&pack, 10);
@@ -298,10 +304,7 @@ arguments = {}
 
     #[test]
     fn a_glob_over_too_many_files_fails_its_step_and_skips_what_needs_it() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let job = Job::create(dir.path()).expect("job");
-        std::fs::write(dir.path().join("s.bin"), b"x").expect("sample");
-        job.add_sample(&dir.path().join("s.bin")).expect("sample");
+        let (_dir, job) = job_with_sample();
         let pack = Pack::parse(PACK, "p.toml").expect("pack");
         let step = |id: &str| pack.steps().iter().find(|s| s.id() == id).expect("step");
         let mut scheduler = Scheduler::new(&pack, 1);
