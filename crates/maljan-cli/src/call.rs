@@ -5,7 +5,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use maljan_client::{ConnectionContext, Job, Ledger, ServerConnection, ServerTransport};
+use maljan_client::{
+    ConnectionContext, Job, Ledger, ReportBuilder, ServerConnection, ServerTransport,
+};
 use serde_json::{Value, json};
 
 use crate::config::Config;
@@ -126,8 +128,10 @@ pub(crate) async fn run(
             });
         }
     }
+    // What the call did with the job's files (uploads, degradations), as it tells it.
+    let heard = Arc::new(ReportBuilder::default());
     if let Some(job) = &job {
-        context = context.with_job(job.clone());
+        context = context.with_job(job.clone()).recording_to(heard.clone());
     }
     if let Some(reporter) = progress::terminal_reporter() {
         context = context.with_progress(reporter);
@@ -153,14 +157,14 @@ pub(crate) async fn run(
         (Format::Json, Some(job)) => print_json(&json!({
             "answer": answer,
             "job": job.dir(),
-            "disclosures": job.disclosures(),
-            "degradations": job.degradations(),
+            "disclosures": heard.disclosures(),
+            "degradations": heard.degradations(),
             "taken": taken,
         })),
         (Format::Text, _) => {
             out!("{}", render::answer(&answer));
             if let Some(job) = &job {
-                out!("{}", render::job(job, &taken));
+                out!("{}", render::job(job, &heard, &taken));
             }
         }
     }

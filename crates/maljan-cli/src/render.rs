@@ -3,7 +3,8 @@
 use std::fmt::Write;
 
 use maljan_client::{
-    DistinctFailure, Job, ServerCard, ServerRecord, StepOutcome, StepStatus, TakenFile,
+    DistinctFailure, Job, ReportBuilder, ServerCard, ServerRecord, StepOutcome, StepStatus,
+    TakenFile,
 };
 use maljan_mcp_proto::maljan::{Outcome, ToolAnswer};
 use maljan_mcp_proto::mcp::Tool;
@@ -90,11 +91,11 @@ pub(crate) fn answer(answer: &ToolAnswer) -> String {
     }
 }
 
-/// The disclosure block, the degradations and the files taken.
-pub(crate) fn job(job: &Job, taken: &[TakenFile]) -> String {
+/// The disclosure block, the degradations and the files taken, as `heard` them.
+pub(crate) fn job(job: &Job, heard: &ReportBuilder, taken: &[TakenFile]) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "job: {}", job.dir().display());
-    let disclosures = job.disclosures();
+    let disclosures = heard.disclosures();
     if disclosures.is_empty() {
         let _ = writeln!(out, "disclosure: no file was sent to a server");
     } else {
@@ -128,7 +129,7 @@ pub(crate) fn job(job: &Job, taken: &[TakenFile]) -> String {
             );
         }
     }
-    for d in job.degradations() {
+    for d in heard.degradations() {
         let _ = writeln!(out, "degraded: {}: {}: {}", d.server, d.subject, d.reason);
     }
     for t in taken {

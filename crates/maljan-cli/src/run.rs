@@ -4,12 +4,12 @@
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use maljan_client::{
-    ClientSettings, ConnectionContext, Job, Ledger, Pack, PackErrors, PackInfo, Run, RunEvent,
-    RunReport, RunVerdict, ServerConfig, StepOutcome, distinct_failures,
+    ClientSettings, ConnectionContext, Job, Ledger, Pack, PackErrors, PackInfo, ReportBuilder, Run,
+    RunEvent, RunVerdict, ServerConfig, distinct_failures,
 };
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
@@ -183,20 +183,20 @@ impl PackRun<'_> {
         }
         let terminal = std::io::stderr().is_terminal();
         let total = pack.steps().len();
-        // What finished so far, for the report of a run that is stopped.
-        let so_far: Arc<Mutex<Vec<StepOutcome>>> = Arc::default();
-        let seen = so_far.clone();
-        let run = Run::new(job.clone(), servers, settings, context).recording_to(
-            move |event: &RunEvent<'_>| {
-                if let RunEvent::StepFinished(outcome) = event {
-                    let mut seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
-                    seen.push((*outcome).clone());
-                    if terminal {
-                        errln!("[{}] {}", seen.len(), render::step_line(outcome));
-                    }
+        // The report is folded from what the run tells as it goes: a run that is stopped
+        // reports what was done so far.
+        let report = Arc::new(ReportBuilder::default());
+        let finished = AtomicUsize::new(0);
+        let run = Run::new(job.clone(), servers, settings, context)
+            .recording_to(report.clone())
+            .recording_to(move |event: &RunEvent<'_>| {
+                if let RunEvent::StepFinished(outcome) = event
+                    && terminal
+                {
+                    let count = finished.fetch_add(1, Ordering::Relaxed) + 1;
+                    errln!("[{count}] {}", render::step_line(outcome));
                 }
-            },
-        );
+            });
         let executed = {
             let execution = run.execute(pack);
             // Ctrl-C or SIGTERM ends the run: the steps' calls are dropped (and cancelled on
@@ -209,16 +209,15 @@ impl PackRun<'_> {
         };
         let interrupted = executed.is_none();
         let end = run.finish().await;
-        let outcomes = match executed {
-            Some(Ok(outcomes)) => outcomes,
-            Some(Err(errors)) => return Ok(refused(&errors)),
-            None => std::mem::take(&mut *so_far.lock().unwrap_or_else(PoisonError::into_inner)),
-        };
+        if let Some(Err(errors)) = executed {
+            return Ok(refused(&errors));
+        }
+        let outcomes = report.steps();
         let pack_info = PackInfo {
             origin: pack.origin().to_owned(),
             name: pack.name().map(str::to_owned),
         };
-        let report = RunReport::new(pack_info, &job, &outcomes, &end, interrupted);
+        let report = report.report(pack_info, &job, &end, interrupted);
         let written = report.write(job.dir());
         match format {
             Format::Json => print_json(&report),

@@ -5,13 +5,15 @@ use std::sync::Arc;
 use maljan_breaker::CallGuard;
 use maljan_ledger::{CallScope, Ledger};
 
+use crate::events::{Recorder, Recorders, RunEvent};
 use crate::job::Job;
 use crate::known_eras::KnownEras;
 use crate::progress::{ProgressReporter, TransferProgress};
 use crate::trace::TraceParent;
 
-/// What a connection works with besides its settings: the ledger its calls go to, the job
-/// they belong to, and where transfer progress is shown. Several connections share them.
+/// What a connection works with besides its settings: who hears what its calls do (the
+/// ledger among them), the job they belong to, and where transfer progress is shown.
+/// Several connections share them.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -25,7 +27,7 @@ use crate::trace::TraceParent;
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct ConnectionContext {
-    ledger: Arc<Ledger>,
+    recorders: Recorders,
     job: Option<Arc<Job>>,
     run: Option<String>,
     progress: Option<ProgressReporter>,
@@ -55,10 +57,36 @@ impl ConnectionContext {
         &self.known_eras
     }
 
-    /// Calls recorded in `ledger`.
-    pub fn with_ledger(mut self, ledger: Arc<Ledger>) -> Self {
-        self.ledger = ledger;
+    /// Calls recorded in `ledger`: it is one of the context's recorders.
+    pub fn with_ledger(self, ledger: Arc<Ledger>) -> Self {
+        self.recording_to(ledger)
+    }
+
+    /// `recorder` hears what the connections do ([`RunEvent`]): each call made, each file
+    /// taken or not, each upload and degradation; a run adds its steps and its servers'
+    /// losses. Recorders hear in the order they were added.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use maljan_client::{ConnectionContext, report::ReportBuilder};
+    /// let report = Arc::new(ReportBuilder::default());
+    /// let context = ConnectionContext::default().recording_to(report.clone());
+    /// # let _ = context;
+    /// assert!(report.disclosures().is_empty());
+    /// ```
+    pub fn recording_to(mut self, recorder: Arc<dyn Recorder>) -> Self {
+        self.recorders.push(recorder);
         self
+    }
+
+    /// Tells every recorder `event`.
+    pub(crate) fn record(&self, event: &RunEvent<'_>) {
+        self.recorders.record(event);
+    }
+
+    /// Who hears what the connections do.
+    pub(crate) fn recorders(&self) -> &Recorders {
+        &self.recorders
     }
 
     /// Calls belonging to `job`: staging and taking files need one.
@@ -97,11 +125,6 @@ impl ConnectionContext {
     pub fn with_progress(mut self, progress: ProgressReporter) -> Self {
         self.progress = Some(progress);
         self
-    }
-
-    /// The ledger.
-    pub fn ledger(&self) -> &Arc<Ledger> {
-        &self.ledger
     }
 
     /// The job, when there is one.

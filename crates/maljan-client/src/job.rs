@@ -6,7 +6,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use maljan_staging::{ArtefactStore, Degradation, Disclosure, Origin};
+use maljan_staging::{ArtefactStore, Origin};
 use serde::Serialize;
 
 /// A file a tool named in its answer, and whether the client took it.
@@ -50,7 +50,8 @@ pub struct Sample {
     pub sha256: String,
 }
 
-/// One job: its directory, its artefact store, and what its calls moved between servers.
+/// One job: its directory, its artefact store, and the files its calls moved between
+/// servers.
 ///
 /// Layout: `DIR/artefacts/` (the store), `DIR/servers/NAME/` (each local server's own
 /// staging directory, given to it as `MALJAN_JOB_DIR`), and whatever else the job puts in
@@ -60,16 +61,13 @@ pub struct Sample {
 /// let dir = tempfile::tempdir().unwrap();
 /// let job = maljan_client::Job::create(dir.path()).unwrap();
 /// assert!(job.server_dir("sidecar").starts_with(job.dir()));
-/// assert!(job.disclosures().is_empty());
+/// assert!(job.sample().is_none());
 /// ```
 #[derive(Debug)]
 pub struct Job {
     dir: PathBuf,
     store: ArtefactStore,
     sample: Mutex<Option<Sample>>,
-    pub(crate) disclosures: Mutex<Vec<Disclosure>>,
-    pub(crate) degradations: Mutex<Vec<Degradation>>,
-    pub(crate) taken: Mutex<Vec<TakenFile>>,
     /// (server, canonical local path) → the upload of that file to that server: made once,
     /// whoever asks first; those who ask meanwhile wait for it.
     pub(crate) staged: Mutex<HashMap<(String, PathBuf), Arc<StagedUpload>>>,
@@ -132,9 +130,6 @@ impl Job {
             store: ArtefactStore::open(dir.join("artefacts"))?,
             dir,
             sample: Mutex::default(),
-            disclosures: Mutex::default(),
-            degradations: Mutex::default(),
-            taken: Mutex::default(),
             staged: Mutex::default(),
             handed: Mutex::default(),
         })
@@ -269,21 +264,6 @@ impl Job {
     /// The sample, once added.
     pub fn sample(&self) -> Option<Sample> {
         lock(&self.sample).clone()
-    }
-
-    /// Every upload so far: the run's disclosure block.
-    pub fn disclosures(&self) -> Vec<Disclosure> {
-        lock(&self.disclosures).clone()
-    }
-
-    /// What was done with less, and why.
-    pub fn degradations(&self) -> Vec<Degradation> {
-        lock(&self.degradations).clone()
-    }
-
-    /// The files tools named, taken or not.
-    pub fn taken(&self) -> Vec<TakenFile> {
-        lock(&self.taken).clone()
     }
 }
 

@@ -1,15 +1,16 @@
-//! The ledger layer: every call that reaches it is recorded, whatever happened to it
-//! (strings over 64 KiB, such as file chunks, recorded by their length only).
+//! The ledger layer: every call that reaches it is told to the recorders as the ledger
+//! keeps it ([`RunEvent::CallMade`]), whatever happened to it (strings over 64 KiB, such
+//! as file chunks, by their length only). The ledger is one of those recorders.
 
-use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
-use maljan_ledger::{CallRecord, CallScope, Ledger};
+use maljan_ledger::{CallRecord, CallScope};
 use maljan_mcp_proto::maljan::{ErrorCode, ToolAnswer, ToolFailure};
 use maljan_mcp_proto::mcp::ProtocolVersion;
 use serde_json::Value;
 
 use crate::call::{CallService, CallTrace, ToolCall};
+use crate::events::{Recorders, RunEvent};
 
 /// Strings longer than this are recorded in the ledger by their length only: file chunks
 /// in base64 would otherwise fill it.
@@ -31,12 +32,12 @@ fn for_ledger(value: &Value) -> Value {
     }
 }
 
-/// Records the calls to the layer below in a ledger.
+/// Tells the recorders (the ledger among them) of each call to the layer below.
 #[derive(Debug)]
 pub(crate) struct Ledgered<S> {
     inner: S,
     server: String,
-    ledger: Arc<Ledger>,
+    recorders: Recorders,
     /// The job and run the calls belong to; each call names its step.
     scope: CallScope,
     /// The protocol version agreed at set-up.
@@ -45,7 +46,7 @@ pub(crate) struct Ledgered<S> {
 
 /// What the ledger keeps of a call before it goes out: its arguments as written and, when
 /// staging rewrote them, as sent.
-struct Recording {
+struct CallStart {
     started_at: SystemTime,
     start: Instant,
     tool: String,
@@ -55,13 +56,13 @@ struct Recording {
     sent: Option<Value>,
 }
 
-impl Recording {
+impl CallStart {
     fn of(call: &ToolCall) -> Self {
         let (written, sent) = match &call.as_written {
             Some(written) => (for_ledger(written), Some(for_ledger(&call.arguments))),
             None => (for_ledger(&call.arguments), None),
         };
-        Recording {
+        CallStart {
             started_at: SystemTime::now(),
             start: Instant::now(),
             tool: call.tool.clone(),
@@ -74,19 +75,19 @@ impl Recording {
 }
 
 impl<S> Ledgered<S> {
-    /// Records the calls to `inner`, a server named `server` speaking `protocol`, in
-    /// `ledger`, each as part of `scope` (its job and run) and of the call's step.
+    /// Tells `recorders` of the calls to `inner`, a server named `server` speaking
+    /// `protocol`, each as part of `scope` (its job and run) and of the call's step.
     pub(crate) fn new(
         inner: S,
         server: impl Into<String>,
         protocol: ProtocolVersion,
-        ledger: Arc<Ledger>,
+        recorders: Recorders,
         scope: CallScope,
     ) -> Self {
         Ledgered {
             inner,
             server: server.into(),
-            ledger,
+            recorders,
             scope,
             protocol,
         }
@@ -105,40 +106,42 @@ impl<S> Ledgered<S> {
     /// Records a call refused before it was sent, and returns its failed answer.
     pub(crate) fn refuse(&self, call: &ToolCall, failure: ToolFailure) -> ToolAnswer {
         let answer = ToolAnswer::failed(failure);
-        self.record(Recording::of(call), &answer, std::time::Duration::ZERO);
+        if let Some(start) = self.start(call) {
+            self.record(start, &answer, std::time::Duration::ZERO);
+        }
         answer
     }
 
-    fn record(&self, recording: Recording, answer: &ToolAnswer, queued: std::time::Duration) {
+    fn record(&self, start: CallStart, answer: &ToolAnswer, queued: std::time::Duration) {
         let mut scope = self.scope.clone();
-        scope.step = recording.step;
-        scope.traceparent = recording.traceparent;
+        scope.step = start.step;
+        scope.traceparent = start.traceparent;
         let record = CallRecord {
             scope,
             server: self.server.clone(),
             protocol_version: Some(self.protocol.as_str().to_owned()),
-            tool: recording.tool,
-            arguments: recording.written,
-            sent_arguments: recording.sent,
+            tool: start.tool,
+            arguments: start.written,
+            sent_arguments: start.sent,
             answer: for_ledger(&answer.value),
             outcome: answer.outcome.clone(),
-            started_at: recording.started_at,
-            duration: recording.start.elapsed(),
+            started_at: start.started_at,
+            duration: start.start.elapsed(),
             queued,
         };
-        if let Err(e) = self.ledger.record(record) {
-            tracing::error!(
-                server = self.server,
-                "the call was made but not ledgered: {e}"
-            );
-        }
+        self.recorders.record(&RunEvent::CallMade(&record));
+    }
+
+    /// What the ledger keeps of `call` as it goes out, when anyone listens.
+    fn start(&self, call: &ToolCall) -> Option<CallStart> {
+        (!self.recorders.is_empty()).then(|| CallStart::of(call))
     }
 }
 
 impl<S: CallService> CallService for Ledgered<S> {
     async fn call(&self, call: ToolCall) -> CallTrace {
         // What the ledger keeps is taken first; the arguments then move into the call.
-        let recording = Recording::of(&call);
+        let start = self.start(&call);
         let resent_if_unsent = call.resend_unsent;
         let called = self.inner.call(call).await;
         // A call lost before it reached the server, which its caller sends again to the
@@ -146,8 +149,10 @@ impl<S: CallService> CallService for Ledgered<S> {
         let unsent_and_resent = resent_if_unsent
             && !called.written
             && called.answer.failure().map(|f| &f.code) == Some(&ErrorCode::ConnectionLost);
-        if !unsent_and_resent {
-            self.record(recording, &called.answer, called.queued);
+        if let Some(start) = start
+            && !unsent_and_resent
+        {
+            self.record(start, &called.answer, called.queued);
         }
         called
     }
@@ -159,8 +164,18 @@ mod tests {
     use maljan_mcp_proto::maljan::ErrorCode;
     use serde_json::json;
 
+    use std::sync::Arc;
+
+    use maljan_ledger::Ledger;
+
     use super::*;
     use crate::call::Scripted;
+
+    fn recording_to(memory: &MemorySink) -> Recorders {
+        let mut recorders = Recorders::default();
+        recorders.push(Arc::new(Ledger::from(memory.clone())));
+        recorders
+    }
 
     fn ok(_: &ToolCall) -> ToolAnswer {
         ToolAnswer::read(
@@ -176,7 +191,7 @@ mod tests {
             Scripted::new(ok),
             "s",
             ProtocolVersion::parse_session("2025-06-18").expect("known"),
-            Arc::new(Ledger::from(memory.clone())),
+            recording_to(&memory),
             CallScope::default().job("/job").run("r1"),
         );
         let mut call = ToolCall::new("strings", json!({"path": "/remote/a.bin"}));
@@ -216,7 +231,7 @@ mod tests {
             Scripted::new(ok),
             "s",
             ProtocolVersion::parse_session("2025-06-18").expect("known"),
-            Arc::new(Ledger::from(memory.clone())),
+            recording_to(&memory),
             CallScope::default(),
         );
         let chunk = "A".repeat(LEDGER_STRING_BYTES + 1);
@@ -238,7 +253,7 @@ mod tests {
             Scripted::new(ok),
             "s",
             ProtocolVersion::parse_session("2025-06-18").expect("known"),
-            Arc::new(Ledger::from(memory.clone())),
+            recording_to(&memory),
             CallScope::default(),
         );
         let call = ToolCall::new("t", json!(7));

@@ -35,6 +35,7 @@ mod card;
 mod config;
 mod context;
 mod error;
+mod events;
 mod job;
 mod known_eras;
 mod ledgering;
@@ -56,6 +57,7 @@ pub use card::{CardTool, ServerCard, UnavailableTool};
 pub use config::{ClientSettings, EraChoice, HttpServer, RunLimits, ServerConfig, ServerTransport};
 pub use context::ConnectionContext;
 pub use error::ClientError;
+pub use events::{Recorder, RunEvent};
 pub use job::{Job, Sample, TakenFile};
 pub use known_eras::KnownEras;
 pub use maljan_breaker::{BreakerSettings, BreakerState};
@@ -70,10 +72,12 @@ pub use maljan_mcp_transport::{CloseReport, StoppedBy, Transport, TransportCount
 pub use maljan_staging::SampleMount;
 pub use pack::{MAX_STEP_TIMEOUT_S, Pack, PackError, PackErrors, Step};
 pub use progress::{ProgressReporter, TransferProgress};
-pub use report::{PackInfo, REPORT_SCHEMA_VERSION, ReportFiles, RunReport, RunVerdict, SampleInfo};
+pub use report::{
+    PackInfo, REPORT_SCHEMA_VERSION, ReportBuilder, ReportFiles, RunReport, RunVerdict, SampleInfo,
+};
 pub use run::{
-    Configured, Connector, DistinctFailure, HandedFile, MAX_RESTARTS, Recorder, Run, RunEnd,
-    RunEvent, ServerLoss, ServerRecord, StepOutcome, StepStatus, Unavailable, distinct_failures,
+    Configured, Connector, DistinctFailure, HandedFile, MAX_RESTARTS, Run, RunEnd, ServerLoss,
+    ServerRecord, StepOutcome, StepStatus, Unavailable, distinct_failures,
 };
 pub use server_connection::{ServerConnection, StartedConnection};
 pub use setup::{ServerSetup, SetupFailure};

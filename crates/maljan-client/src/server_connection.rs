@@ -209,7 +209,7 @@ impl StartedConnection {
                 Admitted::new(wire, &name, guard.clone()),
                 &name,
                 setup.protocol,
-                context.ledger().clone(),
+                context.recorders().clone(),
                 context.scope(),
             ),
             reach,

@@ -3,6 +3,7 @@
 //! mount); after a call, [`taking`](crate::taking) brings the files a tool named back.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use maljan_mcp_proto::maljan::{Outcome, ToolAnswer, ToolFailure, is_platform_primitive};
@@ -15,6 +16,7 @@ use serde_json::Value;
 use crate::call::{CallService, CallTrace, ToolCall};
 use crate::context::ConnectionContext;
 use crate::error::ClientError;
+use crate::events::RunEvent;
 use crate::job::{Job, TakenFile};
 use crate::job::{file_name, lock};
 use crate::reach::ServerReach;
@@ -47,6 +49,9 @@ pub(crate) enum NotStaged {
         cause: UploadError,
     },
 }
+
+/// The uploads of this process, numbered: the events of one upload name it.
+static UPLOADS: AtomicU64 = AtomicU64::new(0);
 
 /// Stages path arguments for the layer below, and takes the files its answers name.
 #[derive(Debug)]
@@ -186,11 +191,11 @@ impl<S: CallService> Staged<S> {
                 Staging::Upload(local) => match self.stage_file(job, &local, step).await {
                     Ok(remote) => remote,
                     Err(reason) => {
-                        lock(&job.degradations).push(Degradation {
+                        self.context.record(&RunEvent::Degraded(&Degradation {
                             server: self.place.server.clone(),
                             subject: written.to_owned(),
                             reason: format!("{reason}; the call went out with the local path"),
-                        });
+                        }));
                         continue;
                     }
                 },
@@ -256,21 +261,22 @@ impl<S: CallService> Staged<S> {
             let size = std::fs::metadata(local).map_or(0, |m| m.len());
             (size, String::new())
         });
-        let entry = {
-            let mut disclosures = lock(&job.disclosures);
-            disclosures.push(Disclosure {
-                server: server.to_owned(),
-                what: Self::disclosed(job, local),
-                needed_by: step.map(str::to_owned),
-                name: name.clone(),
-                size: known_size,
-                sha256: known_sha256,
-                mode,
-                outcome: DisclosureOutcome::InProgress,
-                duration_ms: 0,
-            });
-            disclosures.len() - 1
+        let upload_id = UPLOADS.fetch_add(1, Ordering::Relaxed);
+        let mut disclosure = Disclosure {
+            server: server.to_owned(),
+            what: Self::disclosed(job, local),
+            needed_by: step.map(str::to_owned),
+            name: name.clone(),
+            size: known_size,
+            sha256: known_sha256,
+            mode,
+            outcome: DisclosureOutcome::InProgress,
+            duration_ms: 0,
         };
+        self.context.record(&RunEvent::UploadStarted {
+            upload: upload_id,
+            disclosure: &disclosure,
+        });
         let chunk = CHUNK_BYTES as usize;
         let result = match announced {
             Some(announced) => {
@@ -304,13 +310,14 @@ impl<S: CallService> Staged<S> {
                 .await
                 .unwrap_or((0, String::new())),
         };
-        if let Some(disclosure) = lock(&job.disclosures).get_mut(entry) {
-            disclosure.size = size;
-            disclosure.sha256 = sha256;
-            disclosure.outcome = outcome;
-            disclosure.duration_ms =
-                u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        }
+        disclosure.size = size;
+        disclosure.sha256 = sha256;
+        disclosure.outcome = outcome;
+        disclosure.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.context.record(&RunEvent::UploadEnded {
+            upload: upload_id,
+            disclosure: &disclosure,
+        });
         staged
     }
 
@@ -383,6 +390,7 @@ mod tests {
 
     use super::*;
     use crate::call::Scripted;
+    use crate::report::ReportBuilder;
 
     const CONTENT: &[u8] = b"console.log(1)";
 
@@ -407,20 +415,29 @@ mod tests {
 
     type Script = fn(&ToolCall) -> ToolAnswer;
 
-    fn staged_for(job: &Arc<Job>, remote: bool, tools: &[&str]) -> Staged<Scripted<Script>> {
+    /// Staging for a server `remote` or not, offering `tools`, and what it told.
+    fn staged_for(
+        job: &Arc<Job>,
+        remote: bool,
+        tools: &[&str],
+    ) -> (Staged<Scripted<Script>>, Arc<ReportBuilder>) {
         let place = ServerReach {
             server: "far".to_owned(),
             remote,
             sample_mount: None,
         };
-        let context = ConnectionContext::default().with_job(job.clone());
+        let heard = Arc::new(ReportBuilder::default());
+        let context = ConnectionContext::default()
+            .with_job(job.clone())
+            .recording_to(heard.clone());
         let tools = tools.iter().map(|t| (*t).to_owned()).collect();
-        Staged::new(
+        let staged = Staged::new(
             Scripted::new(remote_server as Script),
             place,
             tools,
             context,
-        )
+        );
+        (staged, heard)
     }
 
     fn job_with_payload() -> (tempfile::TempDir, Arc<Job>, String) {
@@ -434,7 +451,7 @@ mod tests {
     #[tokio::test]
     async fn a_job_file_reaches_a_server_elsewhere_once_under_its_own_name() {
         let (_dir, job, payload) = job_with_payload();
-        let staged = staged_for(&job, true, &["put_sample", "strings"]);
+        let (staged, heard) = staged_for(&job, true, &["put_sample", "strings"]);
         for _ in 0..2 {
             let called = staged
                 .call(ToolCall::new("strings", json!({"path": payload, "min": 4})))
@@ -452,7 +469,7 @@ mod tests {
             .find(|c| c.tool == "strings")
             .expect("the call");
         assert_eq!(sent.as_written, Some(json!({"path": payload, "min": 4})));
-        let disclosures = job.disclosures();
+        let disclosures = heard.disclosures();
         assert_eq!(disclosures.len(), 1);
         assert_eq!(disclosures[0].name, "payload.js");
         assert_eq!(disclosures[0].size, CONTENT.len() as u64);
@@ -462,7 +479,7 @@ mod tests {
     #[tokio::test]
     async fn paths_inside_arrays_and_nested_objects_are_staged_and_the_upload_names_the_step() {
         let (_dir, job, payload) = job_with_payload();
-        let staged = staged_for(&job, true, &["put_sample", "strings"]);
+        let (staged, heard) = staged_for(&job, true, &["put_sample", "strings"]);
         let mut call = ToolCall::new(
             "strings",
             json!({"paths": [payload, "/etc/hosts"], "in": {"a/b": {"deep": [payload]}}}),
@@ -478,12 +495,19 @@ mod tests {
         let uploads: Vec<_> = calls.iter().filter(|c| c.tool == "put_sample").collect();
         assert_eq!(uploads.len(), 1, "the same file twice is one upload");
         assert_eq!(uploads[0].step.as_deref(), Some("scan"));
+        let disclosures = heard.disclosures();
+        assert_eq!(disclosures.len(), 1, "one upload, told once it ended");
+        assert_eq!(disclosures[0].needed_by.as_deref(), Some("scan"));
+        assert!(matches!(
+            disclosures[0].outcome,
+            DisclosureOutcome::Sent { ref remote_path } if remote_path == "/remote/payload.js"
+        ));
     }
 
     #[tokio::test]
     async fn a_path_outside_the_job_goes_as_written_and_is_never_read() {
         let (_dir, job, _) = job_with_payload();
-        let staged = staged_for(&job, true, &["put_sample", "strings"]);
+        let (staged, heard) = staged_for(&job, true, &["put_sample", "strings"]);
         let called = staged
             .call(ToolCall::new("strings", json!({"path": "/etc/passwd"})))
             .await;
@@ -495,13 +519,13 @@ mod tests {
                 .iter()
                 .all(|c| c.tool != "put_sample")
         );
-        assert!(job.disclosures().is_empty());
+        assert!(heard.disclosures().is_empty());
     }
 
     #[tokio::test]
     async fn a_local_server_gets_the_path_itself() {
         let (_dir, job, payload) = job_with_payload();
-        let staged = staged_for(&job, false, &["put_sample", "strings"]);
+        let (staged, _) = staged_for(&job, false, &["put_sample", "strings"]);
         let called = staged
             .call(ToolCall::new("strings", json!({"path": payload})))
             .await;
@@ -512,12 +536,12 @@ mod tests {
     #[tokio::test]
     async fn a_server_without_uploads_gets_the_local_path_and_the_degradation_is_kept() {
         let (_dir, job, payload) = job_with_payload();
-        let staged = staged_for(&job, true, &["strings"]);
+        let (staged, heard) = staged_for(&job, true, &["strings"]);
         let called = staged
             .call(ToolCall::new("strings", json!({"path": payload})))
             .await;
         assert_eq!(called.answer.value["seen"], json!({"path": payload}));
-        let degradations = job.degradations();
+        let degradations = heard.degradations();
         assert_eq!(degradations.len(), 1);
         assert!(
             degradations[0]
@@ -536,7 +560,7 @@ mod tests {
     #[tokio::test]
     async fn a_primitive_the_server_does_not_offer_is_refused_without_a_call() {
         let (_dir, job, _) = job_with_payload();
-        let staged = staged_for(&job, true, &["strings"]);
+        let (staged, _) = staged_for(&job, true, &["strings"]);
         let refused = staged
             .primitives()
             .call_tool("get_file", json!({"path": "x"}))

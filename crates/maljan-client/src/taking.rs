@@ -11,8 +11,9 @@ use maljan_staging::{
 };
 
 use crate::context::ConnectionContext;
+use crate::events::RunEvent;
+use crate::job::file_name;
 use crate::job::{Job, TakenFile};
-use crate::job::{file_name, lock};
 use crate::reach::ServerReach;
 
 /// Takes every file `answer` names, through `caller` where it must.
@@ -81,7 +82,7 @@ pub(crate) async fn take_files(
                 reason,
             },
         };
-        lock(&job.taken).push(taken.clone());
+        context.record(&RunEvent::FileTaken(&taken));
         out.push(taken);
     }
     out

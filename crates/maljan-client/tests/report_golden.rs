@@ -35,13 +35,12 @@ fn fixed(mut report: Value, dir: &str) -> Value {
 #[tokio::test(start_paused = true)]
 async fn report_json_v1_is_pinned_by_its_golden_file() {
     let run = run_pack().await;
-    let report = RunReport::new(
+    let report = run.report.report(
         PackInfo {
             origin: "in-memory.toml".to_owned(),
             name: Some("in-memory triage".to_owned()),
         },
         &run.job,
-        &run.outcomes,
         &run.end,
         false,
     );

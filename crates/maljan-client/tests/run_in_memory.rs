@@ -159,6 +159,22 @@ fn check(run: &InMemoryRun) {
     let started = run.events.iter().position(|e| e == "started unpack");
     let finished = run.events.iter().position(|e| e == "finished unpack");
     assert!(started < finished, "{:?}", run.events);
+
+    // Every call the ledger kept was an event; so was every file a step took or refused,
+    // each before its step finished; the report's fold kept every step in the same order.
+    assert_eq!(count("call "), run.ledger.entries().len());
+    let taken: usize = run.outcomes.iter().map(|o| o.taken.len()).sum();
+    assert_eq!(count("taken ") + count("not taken "), taken);
+    let taken_a = run
+        .events
+        .iter()
+        .position(|e| e.starts_with("taken ") && e.ends_with("/a.js"))
+        .expect("a.js taken");
+    assert!(Some(taken_a) < finished, "{:?}", run.events);
+    let folded: Vec<_> = run.report.steps().iter().map(|o| o.step.clone()).collect();
+    let outcomes: Vec<_> = run.outcomes.iter().map(|o| o.step.clone()).collect();
+    assert_eq!(folded, outcomes);
+    assert_eq!(run.report.taken().len(), taken);
 }
 
 #[tokio::test(start_paused = true)]

@@ -7,34 +7,39 @@ use std::io::Write;
 use std::sync::Arc;
 
 use maljan_client::{
-    ClientSettings, ConnectionContext, Job, ServerConfig, ServerConnection, TakenFile,
+    ClientSettings, ConnectionContext, Job, ReportBuilder, ServerConfig, ServerConnection,
+    TakenFile,
 };
 use maljan_staging::{Disclosed, DisclosureOutcome, UploadMode};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use support::start_http_sidecar;
 
-/// Sets up over HTTP with a job in `dir`.
+/// Sets up over HTTP with a job in `dir`; what its calls did to files is told to the
+/// builder returned.
 async fn connect_with_job(
     sidecar: &support::HttpSidecar,
     dir: &std::path::Path,
-) -> (Arc<Job>, ServerConnection) {
+) -> (Arc<Job>, ServerConnection, Arc<ReportBuilder>) {
     let job = Arc::new(Job::create(dir.join("job")).expect("job"));
+    let heard = Arc::new(ReportBuilder::default());
     let server = ServerConnection::connect(
         &ServerConfig::http("remote", &sidecar.url),
         ClientSettings::default(),
-        ConnectionContext::default().with_job(job.clone()),
+        ConnectionContext::default()
+            .with_job(job.clone())
+            .recording_to(heard.clone()),
     )
     .await
     .expect("sets up over HTTP");
-    (job, server)
+    (job, server, heard)
 }
 
 #[tokio::test]
 async fn over_http_a_staged_sample_is_unpacked_and_a_member_taken_back() {
     let sidecar = start_http_sidecar();
     let dir = tempfile::tempdir().expect("temp dir");
-    let (job, server) = connect_with_job(&sidecar, dir.path()).await;
+    let (job, server, heard) = connect_with_job(&sidecar, dir.path()).await;
     let card = server.card();
     assert_eq!(card.server_info.name, "maljan-sidecar");
     assert!(card.tools.iter().any(|t| t.name == "unpack"));
@@ -72,7 +77,7 @@ async fn over_http_a_staged_sample_is_unpacked_and_a_member_taken_back() {
         .expect("call");
     assert!(answer.is_ok(), "{answer:?}");
 
-    let disclosures = job.disclosures();
+    let disclosures = heard.disclosures();
     assert_eq!(
         disclosures.len(),
         1,
@@ -117,7 +122,7 @@ async fn a_request_from_another_origin_is_refused() {
 async fn a_file_of_several_chunks_goes_up_and_comes_back_over_http() {
     let sidecar = start_http_sidecar();
     let dir = tempfile::tempdir().expect("temp dir");
-    let (job, server) = connect_with_job(&sidecar, dir.path()).await;
+    let (job, server, _) = connect_with_job(&sidecar, dir.path()).await;
     let bytes: Vec<u8> = (0..9 * 1024 * 1024 + 17)
         .map(|i: u32| (i.wrapping_mul(2_654_435_761) >> 11) as u8)
         .collect();

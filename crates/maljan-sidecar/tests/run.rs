@@ -7,8 +7,8 @@ use std::process::Command;
 use std::sync::Arc;
 
 use maljan_client::{
-    CallOptions, ClientSettings, ConnectionContext, Job, Ledger, Pack, PackInfo, Run, RunReport,
-    ServerCommand, ServerConfig, StepOutcome, StepStatus, distinct_failures,
+    CallOptions, ClientSettings, ConnectionContext, Job, Ledger, Pack, PackInfo, ReportBuilder,
+    Run, ServerCommand, ServerConfig, StepOutcome, StepStatus, distinct_failures,
 };
 use maljan_ledger::MemorySink;
 use maljan_staging::{Disclosed, DisclosureOutcome};
@@ -19,6 +19,8 @@ struct Setup {
     _dir: tempfile::TempDir,
     job: Arc<Job>,
     memory: MemorySink,
+    /// What the run told its report.
+    heard: Arc<ReportBuilder>,
     run: Run,
 }
 
@@ -44,11 +46,13 @@ fn run_of(
     job.add_sample(&archive).expect("sample added");
     let memory = MemorySink::default();
     let context = ConnectionContext::default().with_ledger(Arc::new(Ledger::from(memory.clone())));
-    let run = Run::new(job.clone(), servers, settings, context);
+    let heard = Arc::new(ReportBuilder::default());
+    let run = Run::new(job.clone(), servers, settings, context).recording_to(heard.clone());
     Setup {
         _dir: dir,
         job,
         memory,
+        heard,
         run,
     }
 }
@@ -122,7 +126,7 @@ async fn unpack_on_one_server_hands_its_members_to_tools_on_another() {
     assert!(answer.contains("eval"), "{answer}");
 
     // payload.js went to the remote server once, though two steps used it, under its name.
-    let disclosures = setup.job.disclosures();
+    let disclosures = setup.heard.disclosures();
     let payload_uploads: Vec<_> = disclosures
         .iter()
         .filter(|d| d.server == "remote" && d.name == "payload.js")
@@ -185,7 +189,8 @@ async fn unpack_on_one_server_hands_its_members_to_tools_on_another() {
         origin: pack.origin().to_owned(),
         name: pack.name().map(str::to_owned),
     };
-    let report = RunReport::new(info, &setup.job, &outcomes, &end, false);
+    assert_eq!(setup.heard.steps(), outcomes, "the report hears every step");
+    let report = setup.heard.report(info, &setup.job, &end, false);
     let files = report.write(setup.job.dir()).expect("written");
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&files.json).expect("report.json")).expect("JSON");
@@ -522,12 +527,14 @@ async fn a_run_stopped_during_an_upload_discloses_it_as_interrupted() {
             }
         },
     ));
+    let heard = Arc::new(ReportBuilder::default());
     let run = Run::new(
         job.clone(),
         vec![ServerConfig::http("remote", &remote.url)],
         ClientSettings::default(),
         context,
-    );
+    )
+    .recording_to(heard.clone());
     let pack = Pack::parse(
         "[[step]]\nid = \"info\"\nserver = \"remote\"\ntool = \"file_info\"\narguments = { path = \"$sample\" }\n",
         "stop.toml",
@@ -544,7 +551,7 @@ async fn a_run_stopped_during_an_upload_discloses_it_as_interrupted() {
         origin: "stop.toml".to_owned(),
         name: None,
     };
-    let report = RunReport::new(info, &job, &[], &end, true);
+    let report = heard.report(info, &job, &end, true);
     assert_eq!(report.disclosures.len(), 1, "{:?}", report.disclosures);
     let upload = &report.disclosures[0];
     assert_eq!(upload.server, "remote");

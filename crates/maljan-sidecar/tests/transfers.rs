@@ -9,8 +9,8 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
 use maljan_client::{
-    ClientSettings, ConnectionContext, Job, Ledger, ProgressReporter, ServerConnection,
-    StdioConfig, TakenFile,
+    ClientSettings, ConnectionContext, Job, Ledger, ProgressReporter, ReportBuilder,
+    ServerConnection, StdioConfig, TakenFile,
 };
 use maljan_ledger::MemorySink;
 use maljan_mcp_proto::maljan::{Outcome, ToolAnswer};
@@ -58,10 +58,12 @@ async fn remote_sidecar(context: ConnectionContext) -> Remote {
     }
 }
 
-fn context(job: &Arc<Job>, memory: &MemorySink) -> ConnectionContext {
+/// Calls within `job`, ledgered in `memory`, their uploads and files told to `heard`.
+fn context(job: &Arc<Job>, memory: &MemorySink, heard: &Arc<ReportBuilder>) -> ConnectionContext {
     ConnectionContext::default()
         .with_job(job.clone())
         .with_ledger(Arc::new(Ledger::from(memory.clone())))
+        .recording_to(heard.clone())
 }
 
 fn sha(bytes: &[u8]) -> String {
@@ -80,8 +82,9 @@ fn tools_called(memory: &MemorySink) -> Vec<String> {
 async fn a_staged_sample_is_unpacked_remotely_and_its_members_taken_through_get_file() {
     let dir = tempfile::tempdir().expect("temp dir");
     let job = Arc::new(Job::create(dir.path().join("job")).expect("job"));
+    let heard = Arc::new(ReportBuilder::default());
     let memory = MemorySink::default();
-    let remote = remote_sidecar(context(&job, &memory)).await;
+    let remote = remote_sidecar(context(&job, &memory, &heard)).await;
     let archive = dir.path().join("sample.zip");
     std::fs::write(
         &archive,
@@ -111,7 +114,7 @@ async fn a_staged_sample_is_unpacked_remotely_and_its_members_taken_through_get_
         .collect();
     assert_eq!(refused, ["../evil.txt", "/abs.txt"]);
 
-    let disclosures = job.disclosures();
+    let disclosures = heard.disclosures();
     assert_eq!(disclosures.len(), 1);
     assert_eq!(disclosures[0].what, Disclosed::Sample);
     assert_eq!(disclosures[0].mode, UploadMode::Chunked);
@@ -160,7 +163,7 @@ async fn a_staged_sample_is_unpacked_remotely_and_its_members_taken_through_get_
 
     // The same file goes to the same server once per job.
     remote.server.call("unpack", written).await.expect("call");
-    assert_eq!(job.disclosures().len(), 1);
+    assert_eq!(heard.disclosures().len(), 1);
     assert_eq!(
         tools_called(&memory)
             .iter()
@@ -174,7 +177,8 @@ async fn a_staged_sample_is_unpacked_remotely_and_its_members_taken_through_get_
 async fn get_file_refusals_are_recorded_as_not_taken_with_the_servers_words() {
     let dir = tempfile::tempdir().expect("temp dir");
     let job = Arc::new(Job::create(dir.path().join("job")).expect("job"));
-    let remote = remote_sidecar(context(&job, &MemorySink::default())).await;
+    let heard = Arc::new(ReportBuilder::default());
+    let remote = remote_sidecar(context(&job, &MemorySink::default(), &heard)).await;
     let link = remote.server_dir.path().join("link");
     std::os::unix::fs::symlink("/etc/hostname", &link).expect("symlink");
     let answer = ToolAnswer {
@@ -192,7 +196,7 @@ async fn get_file_refusals_are_recorded_as_not_taken_with_the_servers_words() {
     assert!(words[0].contains("\"..\""), "{}", words[0]);
     assert!(words[1].contains("is outside"), "{}", words[1]);
     assert!(words[2].contains("leads out of"), "{}", words[2]);
-    assert_eq!(job.taken(), taken);
+    assert_eq!(heard.taken(), taken);
     assert!(
         job.store().index().expect("index").is_empty(),
         "nothing left behind"
@@ -203,6 +207,7 @@ async fn get_file_refusals_are_recorded_as_not_taken_with_the_servers_words() {
 async fn a_file_changed_during_its_upload_is_not_finished_and_the_call_keeps_the_local_path() {
     let dir = tempfile::tempdir().expect("temp dir");
     let job = Arc::new(Job::create(dir.path().join("job")).expect("job"));
+    let heard = Arc::new(ReportBuilder::default());
     let sample = job.dir().join("changing.bin");
     // Ten chunks: far more than the upload reads ahead of the server's answers (two chunks
     // in flight, one read buffer), so the last one is read after the change.
@@ -212,7 +217,7 @@ async fn a_file_changed_during_its_upload_is_not_finished_and_the_call_keeps_the
     let changed = Arc::new(Mutex::new(false));
     let (path, flag) = (sample.clone(), changed.clone());
     // After the first chunk is sent, the file changes under the upload.
-    let context = context(&job, &memory).with_progress(ProgressReporter::new(move |p| {
+    let context = context(&job, &memory, &heard).with_progress(ProgressReporter::new(move |p| {
         let mut changed = flag.lock().expect("lock");
         if p.direction == "upload" && !*changed {
             let mut bytes = std::fs::read(&path).expect("read");
@@ -247,7 +252,7 @@ async fn a_file_changed_during_its_upload_is_not_finished_and_the_call_keeps_the
     );
     assert!(answer.is_ok(), "{answer:?}");
 
-    let degradations = job.degradations();
+    let degradations = heard.degradations();
     assert_eq!(degradations.len(), 1);
     assert!(
         degradations[0].reason.contains("changed while it was sent"),
@@ -256,7 +261,7 @@ async fn a_file_changed_during_its_upload_is_not_finished_and_the_call_keeps_the
     );
     assert!(degradations[0].reason.contains("local path"));
     assert!(matches!(
-        job.disclosures()[0].outcome,
+        heard.disclosures()[0].outcome,
         DisclosureOutcome::Failed { .. }
     ));
 }
@@ -265,8 +270,9 @@ async fn a_file_changed_during_its_upload_is_not_finished_and_the_call_keeps_the
 async fn a_path_outside_the_job_directory_is_never_read_or_uploaded() {
     let dir = tempfile::tempdir().expect("temp dir");
     let job = Arc::new(Job::create(dir.path().join("job")).expect("job"));
+    let heard = Arc::new(ReportBuilder::default());
     let memory = MemorySink::default();
-    let remote = remote_sidecar(context(&job, &memory)).await;
+    let remote = remote_sidecar(context(&job, &memory, &heard)).await;
     let inside_link: PathBuf = job.dir().join("passwd-link");
     std::os::unix::fs::symlink("/etc/passwd", &inside_link).expect("symlink");
     for path in [
@@ -290,13 +296,14 @@ async fn a_path_outside_the_job_directory_is_never_read_or_uploaded() {
             .iter()
             .all(|e| e.call.sent_arguments.is_none())
     );
-    assert!(job.disclosures().is_empty());
+    assert!(heard.disclosures().is_empty());
 }
 
 #[tokio::test]
 async fn a_stored_artefact_goes_as_the_digest_it_is_named_by_and_not_once_its_bytes_changed() {
     let dir = tempfile::tempdir().expect("temp dir");
     let job = Arc::new(Job::create(dir.path().join("job")).expect("job"));
+    let heard = Arc::new(ReportBuilder::default());
     let origin = maljan_staging::Origin {
         step: Some("2".into()),
         server: "elsewhere".into(),
@@ -319,13 +326,13 @@ async fn a_stored_artefact_goes_as_the_digest_it_is_named_by_and_not_once_its_by
     bytes[CHUNK_BYTES as usize] = 9;
     std::fs::write(&stored[1], bytes).expect("rewrite");
     let memory = MemorySink::default();
-    let remote = remote_sidecar(context(&job, &memory)).await;
+    let remote = remote_sidecar(context(&job, &memory, &heard)).await;
 
     let intact = json!({"path": stored[0].display().to_string()});
     let answer = remote.server.call("file_info", intact).await.expect("call");
     assert!(answer.is_ok(), "{answer:?}");
     assert_eq!(answer.value["sha256"], json!(file_name_of(&stored[0])));
-    let disclosure = &job.disclosures()[0];
+    let disclosure = &heard.disclosures()[0];
     assert_eq!(
         disclosure.what,
         Disclosed::ToolOutput {
@@ -345,7 +352,7 @@ async fn a_stored_artefact_goes_as_the_digest_it_is_named_by_and_not_once_its_by
         finished, 1,
         "only the intact artefact's upload was finished"
     );
-    let degradations = job.degradations();
+    let degradations = heard.degradations();
     assert_eq!(degradations.len(), 1);
     assert!(
         degradations[0].reason.contains("changed while it was sent")
@@ -359,6 +366,7 @@ async fn a_stored_artefact_goes_as_the_digest_it_is_named_by_and_not_once_its_by
 async fn a_sample_goes_as_the_digest_taken_when_it_was_added_and_not_once_its_bytes_changed() {
     let dir = tempfile::tempdir().expect("temp dir");
     let job = Arc::new(Job::create(dir.path().join("job")).expect("job"));
+    let heard = Arc::new(ReportBuilder::default());
     let source = dir.path().join("dropper.bin");
     // Chunked: two chunks and a bit.
     std::fs::write(&source, vec![5u8; 2 * CHUNK_BYTES as usize + 3]).expect("write");
@@ -369,7 +377,7 @@ async fn a_sample_goes_as_the_digest_taken_when_it_was_added_and_not_once_its_by
     bytes[CHUNK_BYTES as usize + 1] = 6;
     std::fs::write(&sample.path, &bytes).expect("rewrite");
     let memory = MemorySink::default();
-    let remote = remote_sidecar(context(&job, &memory)).await;
+    let remote = remote_sidecar(context(&job, &memory, &heard)).await;
 
     file_info_goes_out_with_the_local_path(&remote, &memory, &sample.path).await;
     assert!(
@@ -378,13 +386,13 @@ async fn a_sample_goes_as_the_digest_taken_when_it_was_added_and_not_once_its_by
             .any(|t| t == "put_sample_finish"),
         "the upload was not finished"
     );
-    let disclosure = &job.disclosures()[0];
+    let disclosure = &heard.disclosures()[0];
     assert_eq!(disclosure.what, Disclosed::Sample);
     assert!(matches!(
         disclosure.outcome,
         DisclosureOutcome::Failed { .. }
     ));
-    let degradations = job.degradations();
+    let degradations = heard.degradations();
     assert_eq!(degradations.len(), 1);
     // It was announced as it was when added.
     assert!(

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use maljan_client::{
-    ClientSettings, ConnectionContext, Job, Pack, PackInfo, Run, RunReport, ServerCommand,
+    ClientSettings, ConnectionContext, Job, Pack, PackInfo, ReportBuilder, Run, ServerCommand,
     ServerConfig,
 };
 use maljan_sidecar_kit::{Server, ToolSpec, TransferLimits};
@@ -86,20 +86,24 @@ async fn the_report_names_a_failure_a_degraded_staging_a_file_not_taken_and_an_u
         ServerConfig::stdio("local", ServerCommand::new(SERVER)),
         ServerConfig::http("remote", remote().await),
     ];
+    let heard = Arc::new(ReportBuilder::default());
     let run = Run::new(
         job.clone(),
         servers,
         ClientSettings::default(),
         ConnectionContext::default(),
-    );
+    )
+    .recording_to(heard.clone());
     let pack = Pack::parse(PACK, "fields.toml").expect("pack");
     let outcomes = run.execute(&pack).await.expect("accepted");
+    assert_eq!(outcomes.len(), heard.steps().len());
     let end = run.finish().await;
     let info = PackInfo {
         origin: pack.origin().to_owned(),
         name: pack.name().map(str::to_owned),
     };
-    let files = RunReport::new(info, &job, &outcomes, &end, false)
+    let files = heard
+        .report(info, &job, &end, false)
         .write(job.dir())
         .expect("written");
     let report: Value =

@@ -12,8 +12,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use maljan_client::{
-    BreakerSettings, ClientSettings, ConnectionContext, Job, Ledger, Pack, PackInfo, Run, RunEnd,
-    RunReport, ServerCommand, ServerConfig, StepOutcome, StepStatus, distinct_failures,
+    BreakerSettings, ClientSettings, ConnectionContext, Job, Ledger, Pack, PackInfo, ReportBuilder,
+    Run, RunEnd, RunReport, ServerCommand, ServerConfig, StepOutcome, StepStatus,
+    distinct_failures,
 };
 use maljan_ledger::MemorySink;
 use maljan_mcp_proto::maljan::ErrorCode;
@@ -45,7 +46,8 @@ async fn run_dying(cap: u32, steps: usize, tool: &str) -> Deaths {
         "dying",
         ServerCommand::new(SERVER).arg("--die-on-call").arg("2"),
     )];
-    let run = Run::new(job.clone(), servers, settings, context);
+    let heard = Arc::new(ReportBuilder::default());
+    let run = Run::new(job.clone(), servers, settings, context).recording_to(heard.clone());
     let text: String = (1..=steps)
         .map(|i| {
             format!(
@@ -56,13 +58,12 @@ async fn run_dying(cap: u32, steps: usize, tool: &str) -> Deaths {
     let pack = Pack::parse(&text, "dying.toml").expect("pack");
     let outcomes = run.execute(&pack).await.expect("accepted");
     let end = run.finish().await;
-    let report = RunReport::new(
+    let report = heard.report(
         PackInfo {
             origin: "dying.toml".to_owned(),
             name: None,
         },
         &job,
-        &outcomes,
         &end,
         false,
     );

@@ -2,6 +2,7 @@
 //! (versioned: its types are [`v1`]'s, apart from the runtime types), `report.md` and
 //! `report.html` (one self-contained page).
 
+mod builder;
 mod html;
 mod markdown;
 pub mod v1;
@@ -12,10 +13,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use builder::ReportBuilder;
 pub use v1::{PackInfo, RunVerdict, SampleInfo};
 
-use crate::job::Job;
-use crate::run::{RunEnd, StepOutcome, StepStatus, distinct_failures};
+use crate::run::{StepOutcome, StepStatus};
 
 /// The version of `report.json`'s schema (documented in the workspace README).
 pub const REPORT_SCHEMA_VERSION: u32 = v1::VERSION;
@@ -45,7 +46,8 @@ impl RunVerdict {
 
 /// What a run did: the verdict and each distinct failure once, the servers, every step, the
 /// disclosure block (every upload) and the degradation reasons. Its fields are the schema's
-/// own types ([`v1`]), made from the run's when the report is made.
+/// own types ([`v1`]), made from the run's when the report is made, by the
+/// [`ReportBuilder`] that heard the run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct RunReport {
@@ -86,46 +88,6 @@ pub struct ReportFiles {
 }
 
 impl RunReport {
-    /// The report of a run of `pack` in `job` that ended with `outcomes` and `end`;
-    /// `interrupted` when it was stopped before every step finished.
-    pub fn new(
-        pack: PackInfo,
-        job: &Job,
-        outcomes: &[StepOutcome],
-        end: &RunEnd,
-        interrupted: bool,
-    ) -> RunReport {
-        let degradations = job.degradations();
-        let verdict = if interrupted {
-            RunVerdict::Interrupted
-        } else {
-            RunVerdict::of(outcomes, !degradations.is_empty())
-        };
-        RunReport {
-            schema_version: REPORT_SCHEMA_VERSION,
-            run: end.id.clone(),
-            pack,
-            job: job.dir().to_owned(),
-            sample: job.sample().map(|s| SampleInfo {
-                name: s
-                    .path
-                    .file_name()
-                    .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
-                size: s.size,
-                sha256: s.sha256,
-            }),
-            verdict,
-            failures: distinct_failures(outcomes)
-                .iter()
-                .map(v1::DistinctFailure::from)
-                .collect(),
-            servers: end.servers.iter().map(v1::Server::from).collect(),
-            steps: outcomes.iter().map(v1::Step::from).collect(),
-            disclosures: job.disclosures().iter().map(v1::Disclosure::from).collect(),
-            degradations: degradations.iter().map(v1::Degradation::from).collect(),
-        }
-    }
-
     /// The report as Markdown.
     pub fn to_markdown(&self) -> String {
         markdown::render(self)

@@ -1,7 +1,6 @@
 //! A run: one job across every configured server.
 
 mod connector;
-mod events;
 mod outcome;
 mod resolve;
 mod schedule;
@@ -17,7 +16,6 @@ use maljan_mcp_proto::maljan::{ErrorCode, ToolAnswer};
 use serde_json::Value;
 
 pub use connector::{Configured, Connector};
-pub use events::{Recorder, RunEvent};
 pub use outcome::{DistinctFailure, HandedFile, StepOutcome, StepStatus, distinct_failures};
 pub use servers::{MAX_RESTARTS, ServerLoss, ServerRecord, Unavailable};
 
@@ -25,10 +23,10 @@ use crate::call::{CallOptions, CallTrace};
 use crate::config::{ClientSettings, ServerConfig};
 use crate::context::ConnectionContext;
 use crate::error::ClientError;
+use crate::events::{Recorder, RunEvent};
 use crate::job::Job;
 use crate::server_connection::ServerConnection;
 use crate::trace::TraceParent;
-use events::Recorders;
 use servers::ServerSlot;
 
 /// One job across several servers: each configured server connected on first use and set
@@ -60,7 +58,6 @@ pub struct Run {
     context: ConnectionContext,
     servers: BTreeMap<String, ServerSlot>,
     connector: Arc<dyn Connector>,
-    recorders: Recorders,
     /// The calls its steps made (or were refused for the run's cap): bounded by
     /// [`RunLimits::max_calls`](crate::config::RunLimits::max_calls).
     calls_made: AtomicUsize,
@@ -122,7 +119,6 @@ impl Run {
             context,
             servers,
             connector: Arc::new(Configured),
-            recorders: Recorders::default(),
             calls_made: AtomicUsize::new(0),
         }
     }
@@ -135,14 +131,15 @@ impl Run {
     }
 
     /// The run tells `recorder` what it learns as it learns it ([`RunEvent`]): each step
-    /// started and finished, each server lost.
+    /// started and finished, each server lost, and what its connections do (calls, files
+    /// taken, uploads, degradations). Add recorders before the run's first call.
     pub fn recording_to(mut self, recorder: impl Recorder + 'static) -> Run {
-        self.recorders.push(recorder);
+        self.context = self.context.recording_to(Arc::new(recorder));
         self
     }
 
     fn record(&self, event: &RunEvent<'_>) {
-        self.recorders.record(event);
+        self.context.record(event);
     }
 
     /// The run's id, as its ledger entries name it.

@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use maljan_client::{
-    BreakerSettings, CallOptions, ClientSettings, ConnectionContext, Job, Ledger, Pack, Run,
-    RunEvent, ServerCommand, ServerConfig, StepOutcome,
+    BreakerSettings, CallOptions, ClientSettings, ConnectionContext, Job, Ledger, Pack,
+    ReportBuilder, Run, RunEvent, ServerCommand, ServerConfig, StepOutcome, TakenFile,
 };
 use maljan_ledger::MemorySink;
 use maljan_mcp_proto::maljan::ErrorCode;
@@ -159,8 +159,11 @@ arguments = { path = "$unpack/c.txt" }
 /// What a run of [`PACK`] came to, with its job kept alive.
 pub(crate) struct InMemoryRun {
     /// What the run's recorder heard, in order: `started STEP`, `finished STEP`, `lost
-    /// SERVER`.
+    /// SERVER`, `call TOOL`, `taken PATH`, `not taken PATH`, `upload NAME`, `uploaded NAME`,
+    /// `degraded SUBJECT`.
     pub(crate) events: Vec<String>,
+    /// The report's fold of the same events.
+    pub(crate) report: Arc<ReportBuilder>,
     pub(crate) outcomes: Vec<StepOutcome>,
     pub(crate) end: maljan_client::RunEnd,
     pub(crate) job: Arc<Job>,
@@ -193,14 +196,24 @@ pub(crate) async fn run_pack() -> InMemoryRun {
     let servers = ["unpacker", "analyser", "slowpoke", "broken", "fragile"].map(config);
     let events: Arc<Mutex<Vec<String>>> = Arc::default();
     let heard = events.clone();
+    let report = Arc::new(ReportBuilder::default());
     let run = Run::new(job.clone(), servers, settings, context)
         .connecting_with(InMemory)
+        .recording_to(report.clone())
         .recording_to(move |event: &RunEvent<'_>| {
             let word = match event {
                 RunEvent::StepStarted { step, .. } => format!("started {step}"),
                 RunEvent::StepFinished(outcome) => format!("finished {}", outcome.step),
                 RunEvent::ServerLost { server, .. } => format!("lost {server}"),
-                _ => "other".to_owned(),
+                RunEvent::CallMade(call) => format!("call {}", call.tool),
+                RunEvent::FileTaken(TakenFile::Taken { path, .. }) => format!("taken {path}"),
+                RunEvent::FileTaken(TakenFile::NotTaken { path, .. }) => {
+                    format!("not taken {path}")
+                }
+                RunEvent::UploadStarted { disclosure, .. } => format!("upload {}", disclosure.name),
+                RunEvent::UploadEnded { disclosure, .. } => format!("uploaded {}", disclosure.name),
+                RunEvent::Degraded(degradation) => format!("degraded {}", degradation.subject),
+                _ => format!("{event:?}"),
             };
             heard.lock().expect("events").push(word);
         });
@@ -222,6 +235,7 @@ pub(crate) async fn run_pack() -> InMemoryRun {
     let events = std::mem::take(&mut *events.lock().expect("events"));
     InMemoryRun {
         events,
+        report,
         outcomes,
         end,
         job,
