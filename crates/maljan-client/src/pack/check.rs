@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use maljan_mcp_proto::maljan::is_platform_primitive;
 
-use super::reference::{self, Position, Reference};
+use super::reference;
 use super::{Findings, MAX_STEP_TIMEOUT_S, Step, StepLines};
 
 /// A per-step timeout: a number of seconds, more than 0 and at most a day.
@@ -108,24 +108,11 @@ fn references(
     line: usize,
     declared: &HashMap<String, Vec<String>>,
 ) -> Vec<String> {
-    let mut strings = Vec::new();
-    reference::strings_of(&step.arguments, Position::Value, &mut strings);
     let mut dependencies: Vec<String> = Vec::new();
     let mut fan_out = 0;
-    for (text, position) in strings {
-        let output = match reference::parse(text) {
-            Ok(Some(Reference::Output(output))) => output,
-            Ok(_) => continue,
-            Err(bad) => {
-                findings.at_line(
-                    line,
-                    format!("step {}: {}", step.id, bad.message),
-                    bad.remedy,
-                );
-                continue;
-            }
-        };
-        if output.is_glob && position == Position::Value {
+    for (output, fans_out) in step.compiled.outputs() {
+        let text = &output.written;
+        if fans_out {
             fan_out += 1;
         }
         let Some(outputs) = declared.get(&output.step) else {

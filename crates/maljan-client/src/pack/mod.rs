@@ -25,6 +25,7 @@
 
 mod check;
 pub(crate) mod reference;
+pub(crate) mod template;
 
 use std::fmt;
 use std::ops::Range;
@@ -56,7 +57,11 @@ pub struct Step {
     server: String,
     tool: String,
     arguments: Value,
+    /// The arguments compiled: what a run fills in.
+    compiled: template::Compiled,
     outputs: Vec<String>,
+    /// The outputs, compiled: which files of an answer the step takes.
+    output_matchers: Vec<globset::GlobMatcher>,
     timeout: Option<Duration>,
     line: usize,
     dependencies: Vec<String>,
@@ -101,6 +106,16 @@ impl Step {
     /// The steps whose files it refers to, each once, in the order first referred to.
     pub fn dependencies(&self) -> &[String] {
         &self.dependencies
+    }
+
+    /// Its arguments, compiled when the pack was loaded.
+    pub(crate) fn compiled(&self) -> &template::Compiled {
+        &self.compiled
+    }
+
+    /// Whether it declares a file of this name among its outputs.
+    pub(crate) fn declares(&self, file_name: &str) -> bool {
+        self.output_matchers.iter().any(|m| m.is_match(file_name))
     }
 }
 
@@ -330,12 +345,27 @@ impl Pack {
                 },
                 None => Value::Object(Default::default()),
             };
+            let id = table.id.into_inner();
+            let compiled = template::compile(&arguments, &mut |bad| {
+                findings.at_line(
+                    step_lines.arguments,
+                    format!("step {id}: {}", bad.message),
+                    bad.remedy,
+                );
+            });
+            let outputs: Vec<String> = table.outputs.map(Spanned::into_inner).unwrap_or_default();
+            let output_matchers = outputs
+                .iter()
+                .filter_map(|pattern| reference::name_matcher(pattern).ok())
+                .collect();
             steps.push(Step {
-                id: table.id.into_inner(),
+                id,
                 server: table.server.into_inner(),
                 tool: table.tool.into_inner(),
                 arguments,
-                outputs: table.outputs.map(Spanned::into_inner).unwrap_or_default(),
+                compiled,
+                outputs,
+                output_matchers,
                 timeout,
                 line: start,
                 dependencies: Vec::new(),

@@ -2,7 +2,6 @@
 //! step took, by name or glob).
 
 use globset::{Glob, GlobMatcher};
-use serde_json::Value;
 
 /// What a string argument refers to.
 #[derive(Debug, Clone)]
@@ -18,6 +17,8 @@ pub(crate) enum Reference {
 /// Files of an earlier step, by name or glob.
 #[derive(Debug, Clone)]
 pub(crate) struct OutputReference {
+    /// The reference as written: `$unpack/*.js`.
+    pub(crate) written: String,
     /// The step's id.
     pub(crate) step: String,
     /// The name or glob as written.
@@ -86,6 +87,7 @@ pub(crate) fn parse(text: &str) -> Result<Option<Reference>, BadReference> {
     }
     let matcher = name_matcher(pattern).map_err(bad)?;
     Ok(Some(Reference::Output(OutputReference {
+        written: text.to_owned(),
         step: step.to_owned(),
         pattern: pattern.to_owned(),
         is_glob: is_glob(pattern),
@@ -108,39 +110,6 @@ pub(crate) fn is_step_id(id: &str) -> bool {
         && id
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-}
-
-/// Where a reference sits in the arguments: a glob directly as an argument's value makes
-/// the step run once per matching file; inside an array it stands for all of them, as a
-/// list.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Position {
-    /// The value of an object member.
-    Value,
-    /// An element of an array.
-    Element,
-}
-
-/// Every string of `value` with where it sits.
-pub(crate) fn strings_of<'a>(
-    value: &'a Value,
-    position: Position,
-    out: &mut Vec<(&'a str, Position)>,
-) {
-    match value {
-        Value::String(s) => out.push((s, position)),
-        Value::Array(items) => {
-            for item in items {
-                strings_of(item, Position::Element, out);
-            }
-        }
-        Value::Object(map) => {
-            for item in map.values() {
-                strings_of(item, Position::Value, out);
-            }
-        }
-        _ => {}
-    }
 }
 
 #[cfg(test)]

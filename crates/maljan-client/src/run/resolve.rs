@@ -1,6 +1,6 @@
-//! A step's references read at run time: `$sample`, `$job`, and the files earlier steps took
-//! (one run per matching file for a glob given as an argument's value, all of them for a
-//! glob inside a list).
+//! A step's compiled arguments filled in at run time: `$sample`, `$job`, and the files
+//! earlier steps took (one run per matching file for a glob given as an argument's value,
+//! all of them for a glob inside a list).
 
 use std::collections::HashMap;
 
@@ -9,7 +9,8 @@ use serde_json::Value;
 use super::HandedFile;
 use crate::job::Job;
 use crate::pack::Step;
-use crate::pack::reference::{self, OutputReference, Position, Reference};
+use crate::pack::reference::OutputReference;
+use crate::pack::template::Template;
 
 /// How an earlier step ended, as later steps see it.
 #[derive(Debug)]
@@ -66,23 +67,15 @@ pub(super) fn instances(
     most: usize,
 ) -> Result<Vec<Instance>, NotRun> {
     let resolver = Resolver { job, finished };
-    let mut strings = Vec::new();
-    reference::strings_of(step.arguments(), Position::Value, &mut strings);
-    let fan_out = strings
-        .into_iter()
-        .filter(|&(_, position)| position == Position::Value)
-        .find_map(|(text, _)| match reference::parse(text) {
-            Ok(Some(Reference::Output(out))) if out.is_glob => Some((text, out)),
-            _ => None,
-        });
-    let Some((text, reference)) = fan_out else {
-        let arguments = resolver.value(step.arguments(), None)?;
+    let compiled = step.compiled();
+    let Some(fan_out) = &compiled.fan_out else {
+        let arguments = resolver.value(&compiled.template, None)?;
         return Ok(vec![Instance {
             label: None,
             arguments,
         }]);
     };
-    let files = resolver.matching(text, &reference)?;
+    let files = resolver.matching(fan_out)?;
     if files.len() > most {
         return Err(NotRun::TooMany(files.len()));
     }
@@ -91,7 +84,7 @@ pub(super) fn instances(
         .map(|file| {
             Ok(Instance {
                 label: Some(file.name.clone()),
-                arguments: resolver.value(step.arguments(), Some((text, file)))?,
+                arguments: resolver.value(&compiled.template, Some((fan_out, file)))?,
             })
         })
         .collect()
@@ -104,11 +97,8 @@ struct Resolver<'a> {
 
 impl<'a> Resolver<'a> {
     /// The files of an earlier step `reference` names, at least one.
-    fn matching(
-        &self,
-        text: &str,
-        reference: &OutputReference,
-    ) -> Result<Vec<&'a HandedFile>, String> {
+    fn matching(&self, reference: &OutputReference) -> Result<Vec<&'a HandedFile>, String> {
+        let text = &reference.written;
         let Some(producer) = self.finished.get(&reference.step) else {
             return Err(format!(
                 "its input {text} never came: step {} did not run",
@@ -151,48 +141,46 @@ impl<'a> Resolver<'a> {
         Value::String(file.path.display().to_string())
     }
 
-    /// `value` with its references read; `fan` is the glob the step runs once per file of,
-    /// with this run's file.
-    fn value(&self, value: &Value, fan: Option<(&str, &HandedFile)>) -> Result<Value, String> {
-        Ok(match value {
-            Value::String(text) => match reference::parse(text) {
-                Ok(None) | Err(_) => Value::String(reference::unescape(text).to_owned()),
-                Ok(Some(Reference::Sample)) => match self.job.sample() {
-                    Some(sample) => Value::String(sample.path.display().to_string()),
-                    None => {
-                        return Err(
-                            "its input $sample never came: the run has no sample".to_owned()
-                        );
-                    }
-                },
-                Ok(Some(Reference::Job)) => Value::String(self.job.dir().display().to_string()),
-                Ok(Some(Reference::Output(out))) => match fan {
-                    Some((fanned, file)) if fanned == text && out.is_glob => Self::path(file),
-                    _ => Self::path(self.matching(text, &out)?[0]),
-                },
+    /// `template` filled in; `fan` is the glob the step runs once per file of, with this
+    /// run's file.
+    fn value(
+        &self,
+        template: &Template,
+        fan: Option<(&OutputReference, &HandedFile)>,
+    ) -> Result<Value, String> {
+        Ok(match template {
+            Template::Literal(value) => value.clone(),
+            Template::Sample => match self.job.sample() {
+                Some(sample) => Value::String(sample.path.display().to_string()),
+                None => {
+                    return Err("its input $sample never came: the run has no sample".to_owned());
+                }
             },
-            Value::Array(items) => {
+            Template::Job => Value::String(self.job.dir().display().to_string()),
+            Template::Output(out) => match fan {
+                Some((fanned, file)) if fanned.written == out.written => Self::path(file),
+                _ => Self::path(self.matching(out)?[0]),
+            },
+            Template::EveryOutput(out) => {
+                Value::Array(self.matching(out)?.into_iter().map(Self::path).collect())
+            }
+            Template::List(items) => {
                 let mut out = Vec::with_capacity(items.len());
                 for item in items {
-                    if let Value::String(text) = item
-                        && let Ok(Some(Reference::Output(glob))) = reference::parse(text)
-                        && glob.is_glob
-                    {
-                        out.extend(self.matching(text, &glob)?.into_iter().map(Self::path));
-                        continue;
+                    match (item, self.value(item, fan)?) {
+                        (Template::EveryOutput(_), Value::Array(files)) => out.extend(files),
+                        (_, value) => out.push(value),
                     }
-                    out.push(self.value(item, fan)?);
                 }
                 Value::Array(out)
             }
-            Value::Object(map) => {
-                let mut out = serde_json::Map::with_capacity(map.len());
-                for (key, item) in map {
+            Template::Table(members) => {
+                let mut out = serde_json::Map::with_capacity(members.len());
+                for (key, item) in members {
                     out.insert(key.clone(), self.value(item, fan)?);
                 }
                 Value::Object(out)
             }
-            other => other.clone(),
         })
     }
 }

@@ -204,18 +204,13 @@ fn file_name(path: &str) -> String {
 /// The answer with only the files the step declares left in its `files`.
 fn declared_only(answer: &ToolAnswer, step: &Step) -> ToolAnswer {
     let mut declared = answer.clone();
-    let matchers: Vec<_> = step
-        .outputs()
-        .iter()
-        .filter_map(|p| crate::pack::reference::name_matcher(p).ok())
-        .collect();
     if let Some(Value::Array(files)) = declared.value.get_mut("files") {
         files.retain(|file| {
             let path = match file {
                 Value::String(path) => Some(path.as_str()),
                 other => other.get("path").and_then(Value::as_str),
             };
-            path.is_some_and(|p| matchers.iter().any(|m| m.is_match(file_name(p))))
+            path.is_some_and(|p| step.declares(&file_name(p)))
         });
     }
     declared
