@@ -9,7 +9,7 @@ use maljan_mcp_proto::jsonrpc::Reply;
 use maljan_mcp_proto::maljan::CapabilityManifest;
 use maljan_mcp_proto::mcp::{
     DiscoverResult, Era, EraVerdict, Implementation, InitializeParams, InitializeResult,
-    ListToolsParams, ListToolsResult, ProtocolVersion, ServerRequestPolicy, Tool,
+    ListToolsParams, ListToolsResult, NoCommonGround, ProtocolVersion, ServerRequestPolicy, Tool,
     UnsupportedVersion, methods, read_discover_answer, stateless_meta,
 };
 use maljan_mcp_transport::{OutgoingRequest, TransportFailure};
@@ -98,7 +98,7 @@ pub enum SetupFailure {
     EndlessToolList(usize),
     /// The server is modern but speaks nothing this client can use.
     #[error("{0}; use a server or client that share a protocol version")]
-    Unusable(String),
+    Unusable(#[source] NoCommonGround),
     /// The configuration asks for the modern era and the server does not speak it.
     #[error(
         "the server does not speak the modern era (2026-07-28), and the configuration asks \
@@ -225,16 +225,16 @@ async fn probe(
                 }
             }
             EraVerdict::RetryWith(_) => break,
-            EraVerdict::Unusable { reason } => {
-                return Err((methods::SERVER_DISCOVER, SetupFailure::Unusable(reason)));
+            EraVerdict::Unusable(why) => {
+                return Err((methods::SERVER_DISCOVER, SetupFailure::Unusable(why)));
             }
             _ => return Ok(None),
         }
     }
     Err((
         methods::SERVER_DISCOVER,
-        SetupFailure::Unusable(format!(
-            "the server refused version {version} twice, though it lists it as supported"
+        SetupFailure::Unusable(NoCommonGround::ListedVersionRefused(
+            version.as_str().to_owned(),
         )),
     ))
 }

@@ -10,18 +10,17 @@ use maljan_mcp_proto::jsonrpc::InvalidReason;
 pub enum HttpError {
     /// The server could not be reached.
     #[error(
-        "server {server} at {url} could not be reached: {detail}; check the URL and that the server runs"
+        "server {server} at {url} could not be reached: {}; check the URL and that the server runs",
+        error_chain(&**source)
     )]
     Unreachable {
         /// The server's name.
         server: String,
-        /// The endpoint.
+        /// The endpoint (credentials redacted).
         url: String,
-        /// What failed, with its causes (credentials in URLs redacted).
-        detail: String,
         /// The HTTP client's error, without the URL it was for.
         #[source]
-        source: Option<Arc<reqwest::Error>>,
+        source: Arc<reqwest::Error>,
     },
     /// The session the server gave expired (404 on a request carrying it).
     #[error(
@@ -53,29 +52,125 @@ pub enum HttpError {
         reason: InvalidReason,
     },
     /// The reply was not usable: not JSON, not UTF-8, over the bound, an unknown type.
-    #[error("server {server} sent an unusable reply: {detail}")]
+    #[error("server {server} sent an unusable reply: {problem}")]
     BadReply {
         /// The server's name.
         server: String,
         /// What is wrong.
-        detail: String,
+        #[source]
+        problem: ReplyProblem,
     },
     /// The stream ended before the response and could not be resumed.
-    #[error("server {server}: the reply stream ended before the response: {detail}")]
+    #[error("server {server}: the reply stream ended before the response: {why}")]
     StreamEnded {
         /// The server's name.
         server: String,
         /// Why it could not be resumed.
-        detail: String,
+        #[source]
+        why: StreamEnd,
     },
-    /// The configuration is not usable (a bad header, a missing token variable).
-    #[error("server {server} is misconfigured: {detail}")]
+    /// The configuration is not usable (a bad header, a bad URL).
+    #[error("server {server} is misconfigured: {problem}")]
     Config {
         /// The server's name.
         server: String,
         /// What is wrong.
-        detail: String,
+        #[source]
+        problem: ConfigProblem,
     },
+}
+
+/// What was wrong with a server's reply.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReplyProblem {
+    /// A JSON reply without the response to the request.
+    #[error("the JSON reply holds no response to the request")]
+    NoResponse,
+    /// A content type that is neither JSON nor an SSE stream.
+    #[error("the reply's content type is {0:?}, not JSON or an SSE stream")]
+    ContentType(String),
+    /// A JSON reply over the bound, in bytes.
+    #[error("the JSON reply is over the {0}-byte bound")]
+    OverBound(usize),
+    /// An SSE stream that is not UTF-8, from this byte.
+    #[error("the SSE stream is not UTF-8 at byte {0}")]
+    NotUtf8(u64),
+    /// A reply that is not a JSON-RPC message.
+    #[error("a reply that is not a JSON-RPC message")]
+    NotJsonRpc,
+}
+
+/// Why a reply stream ended before its response.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum StreamEnd {
+    /// The transport was closed while the request waited.
+    #[error("the connection was closed")]
+    Closed,
+    /// The stream broke, and gave no event id to resume from.
+    #[error("{}", error_chain(&*.0))]
+    Broken(#[source] Arc<reqwest::Error>),
+    /// The server closed the stream and gave no event id to resume from.
+    #[error("the server closed it and gave no event id to resume from")]
+    NoEventId,
+    /// Resumed this many times, still without the response.
+    #[error("still no response after {0} resumptions")]
+    TooManyResumptions(u32),
+}
+
+/// What is wrong with an HTTP server's configuration.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigProblem {
+    /// A configured header's name.
+    #[error("header name {name:?}: {source}")]
+    HeaderName {
+        /// The name as configured.
+        name: String,
+        /// Why it is not one.
+        source: Arc<reqwest::header::InvalidHeaderName>,
+    },
+    /// A configured header's value.
+    #[error("the value of header {name}: {source}")]
+    HeaderValue {
+        /// The header.
+        name: String,
+        /// Why it is not one.
+        source: Arc<reqwest::header::InvalidHeaderValue>,
+    },
+    /// The URL.
+    #[error("the URL {url} is not one: {source}")]
+    Url {
+        /// The URL as configured (credentials redacted).
+        url: String,
+        /// Why not.
+        source: url::ParseError,
+    },
+    /// Credentials in the URL and a token or `Authorization` header too.
+    #[error(
+        "the URL carries credentials (user:password@) and a token or Authorization header is \
+         configured too: one would silently replace the other; keep one"
+    )]
+    CredentialsTwice,
+    /// A bearer token that is not a valid header value.
+    #[error("the bearer token is not a valid header value")]
+    BadToken,
+    /// The HTTP client could not be built.
+    #[error("the HTTP client cannot be built: {}", error_chain(&*.0))]
+    Client(#[source] Arc<reqwest::Error>),
+}
+
+/// An error and its causes in one line, credentials in URLs redacted.
+pub(crate) fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    crate::redact_credentials(&text)
 }
 
 impl HttpError {

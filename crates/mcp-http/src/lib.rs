@@ -26,7 +26,7 @@ mod redact;
 mod sse;
 mod waiting;
 
-pub use error::HttpError;
+pub use error::{ConfigProblem, HttpError, ReplyProblem, StreamEnd};
 pub use http_transport::{HttpConfig, HttpTransport};
 pub use redact::redact_credentials;
 pub use sse::{DEFAULT_MAX_EVENT_BYTES, SseEvent, SseItem, SseParser};

@@ -47,6 +47,7 @@ pub use classifier::{
 };
 #[cfg(feature = "transport")]
 pub use transport::{
-    CloseReport, EndsSetup, PendingRequest, Reply, STDERR_TAIL_BYTES, STDERR_TAIL_LINES,
-    ServerCommand, SpawnError, StdioConfig, StdioError, StdioTransport, StoppedBy,
+    CloseReport, EndsSetup, LostBecause, PendingRequest, Reply, STDERR_TAIL_BYTES,
+    STDERR_TAIL_LINES, ServerCommand, SpawnError, StdioConfig, StdioError, StdioTransport,
+    StoppedBy,
 };

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use maljan_mcp_stdio::{StdioConfig, StdioError, StdioTransport};
+use maljan_mcp_stdio::{LostBecause, StdioConfig, StdioError, StdioTransport};
 use serde_json::value::RawValue;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
@@ -42,8 +42,8 @@ async fn a_reader_task_that_panics_fails_every_pending_call() {
     .expect("the calls fail instead of waiting");
     for failed in [never, setup] {
         match failed {
-            Err(StdioError::ConnectionLost { detail, .. }) => {
-                assert!(detail.contains("panicked"), "{detail}");
+            Err(StdioError::ConnectionLost { cause, .. }) => {
+                assert!(matches!(cause, LostBecause::ReaderPanicked), "{cause}");
             }
             other => panic!("{other:?}"),
         }

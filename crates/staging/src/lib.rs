@@ -36,11 +36,13 @@ mod upload;
 pub use caller::ToolCaller;
 pub use disclosure::{Degradation, Disclosed, Disclosure, DisclosureOutcome};
 pub use download::{
-    CHUNK_BYTES, ChunkRequest, DownloadError, DownloadValidator, VerifiedDownload, download,
+    CHUNK_BYTES, ChunkRequest, DownloadError, DownloadValidator, MalformedChunk, VerifiedDownload,
+    download,
 };
 pub use hashing::{copy_hashed, copy_hashed_until, hash_file};
 pub use path_argument::{Reach, SampleMount, Staging};
 pub use store::{ArtefactStore, FREE_SPACE_RESERVE, IncomingFile, Origin, StoredArtefact};
 pub use upload::{
-    ChunkCall, UploadError, UploadMode, UploadReceipt, UploadValidator, upload, upload_with_digest,
+    ChunkCall, UploadError, UploadMode, UploadReceipt, UploadValidator, WrongAnswer, upload,
+    upload_with_digest,
 };

@@ -243,7 +243,7 @@ fn panicking_end_of_setup(_: &serde_json::value::RawValue) -> bool {
 
 #[tokio::test]
 async fn a_reader_that_panics_fails_every_pending_call_at_once() {
-    use maljan_mcp_stdio::{StdioConfig, StdioError, StdioTransport};
+    use maljan_mcp_stdio::{LostBecause, StdioConfig, StdioError, StdioTransport};
     let connection =
         StdioTransport::spawn(&ServerCommand::new(SERVER), StdioConfig::named("panicky"))
             .expect("spawned");
@@ -267,8 +267,8 @@ async fn a_reader_that_panics_fails_every_pending_call_at_once() {
             .expect("the calls fail instead of waiting");
     for failed in [never, initialize] {
         match failed {
-            Err(StdioError::ConnectionLost { detail, .. }) => {
-                assert!(detail.contains("panicked"), "{detail}");
+            Err(StdioError::ConnectionLost { cause, .. }) => {
+                assert!(matches!(cause, LostBecause::ReaderPanicked), "{cause}");
             }
             other => panic!("{other:?}"),
         }

@@ -68,11 +68,17 @@ fn io_causes_are_sources() {
     );
     let lost = maljan_mcp_stdio::StdioError::ConnectionLost {
         server: "s".to_owned(),
-        detail: "reading the server's stdout failed: the pipe broke".to_owned(),
-        source: Some(std::sync::Arc::new(std::io::Error::other("the pipe broke"))),
+        cause: maljan_mcp_stdio::LostBecause::ReadFailed(std::sync::Arc::new(
+            std::io::Error::other("the pipe broke"),
+        )),
     };
     assert_eq!(
-        lost.source().map(ToString::to_string).as_deref(),
+        lost.to_string(),
+        "server s: connection lost: reading the server's stdout failed: the pipe broke"
+    );
+    let io = lost.source().and_then(Error::source);
+    assert_eq!(
+        io.map(ToString::to_string).as_deref(),
         Some("the pipe broke")
     );
 }

@@ -5,7 +5,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use futures::StreamExt;
 use tokio::sync::oneshot;
 
-use super::{HttpTransport, error_chain, lock};
+use super::{HttpTransport, lock};
+use crate::error::error_chain;
 use crate::{SseItem, SseParser};
 
 impl HttpTransport {

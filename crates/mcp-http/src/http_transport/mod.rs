@@ -18,8 +18,9 @@ mod stream;
 
 pub use config::HttpConfig;
 
-use crate::HttpError;
+use crate::error::error_chain;
 use crate::waiting::WaitingRequests;
+use crate::{ConfigProblem, HttpError, ReplyProblem, StreamEnd};
 use maljan_mcp_transport::TransportCounts;
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -97,37 +98,40 @@ impl HttpTransport {
     /// A connection (nothing is sent until the first request); take the receiver of the
     /// server's notifications with [`take_notifications`](Self::take_notifications).
     pub fn new(config: HttpConfig) -> Result<HttpTransport, HttpError> {
-        let misconfigured = |detail: String| HttpError::Config {
+        let misconfigured = |problem: ConfigProblem| HttpError::Config {
             server: config.name.clone(),
-            detail,
+            problem,
         };
         let mut headers = HeaderMap::new();
         for (name, value) in &config.headers {
-            let name = HeaderName::try_from(name.as_str())
-                .map_err(|e| misconfigured(format!("header name {name:?}: {e}")))?;
-            let value = HeaderValue::try_from(value.as_str())
-                .map_err(|e| misconfigured(format!("the value of header {name}: {e}")))?;
+            let name = HeaderName::try_from(name.as_str()).map_err(|source| {
+                misconfigured(ConfigProblem::HeaderName {
+                    name: name.clone(),
+                    source: Arc::new(source),
+                })
+            })?;
+            let value = HeaderValue::try_from(value.as_str()).map_err(|source| {
+                misconfigured(ConfigProblem::HeaderValue {
+                    name: name.to_string(),
+                    source: Arc::new(source),
+                })
+            })?;
             headers.insert(name, value);
         }
-        let url = reqwest::Url::parse(&config.url).map_err(|e| {
-            misconfigured(format!(
-                "the URL {} is not one: {e}",
-                crate::redact_credentials(&config.url)
-            ))
+        let url = reqwest::Url::parse(&config.url).map_err(|source| {
+            misconfigured(ConfigProblem::Url {
+                url: crate::redact_credentials(&config.url),
+                source,
+            })
         })?;
         let configured_authorization =
             config.bearer_token.is_some() || headers.contains_key(reqwest::header::AUTHORIZATION);
         if configured_authorization && (!url.username().is_empty() || url.password().is_some()) {
-            return Err(misconfigured(
-                "the URL carries credentials (user:password@) and a token or Authorization \
-                 header is configured too: one would silently replace the other; keep one"
-                    .to_owned(),
-            ));
+            return Err(misconfigured(ConfigProblem::CredentialsTwice));
         }
         if let Some(token) = &config.bearer_token {
-            let mut value = HeaderValue::try_from(format!("Bearer {token}")).map_err(|_| {
-                misconfigured("the bearer token is not a valid header value".to_owned())
-            })?;
+            let mut value = HeaderValue::try_from(format!("Bearer {token}"))
+                .map_err(|_| misconfigured(ConfigProblem::BadToken))?;
             value.set_sensitive(true);
             headers.insert(reqwest::header::AUTHORIZATION, value);
         }
@@ -136,7 +140,7 @@ impl HttpTransport {
             .redirect(same_origin_redirects())
             .connect_timeout(config.connect_timeout)
             .build()
-            .map_err(|e| misconfigured(e.to_string()))?;
+            .map_err(|e| misconfigured(ConfigProblem::Client(Arc::new(e.without_url()))))?;
         let (tx, rx) = mpsc::channel(256);
         Ok(HttpTransport {
             state: Arc::new(SessionState {
@@ -205,16 +209,22 @@ impl HttpTransport {
         HttpError::Unreachable {
             server: self.server().to_owned(),
             url: crate::redact_credentials(&self.state.config.url),
-            detail: error_chain(&e),
             // Without its URL: the source must not carry credentials a URL held.
-            source: Some(Arc::new(e.without_url())),
+            source: Arc::new(e.without_url()),
         }
     }
 
-    fn bad_reply(&self, detail: impl Into<String>) -> HttpError {
+    fn bad_reply(&self, problem: ReplyProblem) -> HttpError {
         HttpError::BadReply {
             server: self.server().to_owned(),
-            detail: detail.into(),
+            problem,
+        }
+    }
+
+    fn stream_ended(&self, why: StreamEnd) -> HttpError {
+        HttpError::StreamEnded {
+            server: self.server().to_owned(),
+            why,
         }
     }
 
@@ -267,16 +277,4 @@ impl HttpTransport {
             ),
         }
     }
-}
-
-/// An error and its causes, one line, without credentials a URL in it carried.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    crate::redact_credentials(&text)
 }

@@ -13,7 +13,7 @@ use serde_json::value::RawValue;
 
 use super::stateless_headers::StatelessHeaders;
 use super::{HttpTransport, SESSION_HEADER, lock};
-use crate::HttpError;
+use crate::{HttpError, ReplyProblem};
 
 impl HttpTransport {
     pub(super) fn post(&self, body: Vec<u8>) -> reqwest::RequestBuilder {
@@ -164,12 +164,10 @@ impl HttpTransport {
             self.handle_line(&body).await?;
             match wait.try_take() {
                 Some(end) => self.ended(end),
-                None => Err(self.bad_reply("the JSON reply holds no response to the request")),
+                None => Err(self.bad_reply(ReplyProblem::NoResponse)),
             }
         } else {
-            Err(self.bad_reply(format!(
-                "the reply's content type is {content_type:?}, not JSON or an SSE stream"
-            )))
+            Err(self.bad_reply(ReplyProblem::ContentType(content_type.to_owned())))
         }
     }
 
@@ -204,7 +202,7 @@ impl HttpTransport {
             let chunk = chunk.map_err(|e| self.unreachable(e))?;
             if body.len() + chunk.len() > max {
                 lock(&self.state.counts).oversized += 1;
-                return Err(self.bad_reply(format!("the JSON reply is over the {max}-byte bound")));
+                return Err(self.bad_reply(ReplyProblem::OverBound(max)));
             }
             body.extend_from_slice(&chunk);
         }

@@ -1,6 +1,7 @@
 //! Reading a reply stream: its events to their requests, the server's own requests answered
 //! and its notifications handed on, a cut stream resumed with `Last-Event-ID`.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -9,19 +10,16 @@ use maljan_mcp_proto::jsonrpc::{
     DecodedLine, ErrorResponse, Message, Reply, Request, RequestId, Response, decode_line,
 };
 
-use super::{HttpTransport, MAX_RESUMES, MAX_RETRY_DELAY, error_chain, lock};
+use super::{HttpTransport, MAX_RESUMES, MAX_RETRY_DELAY, lock};
 use crate::waiting::{Delivery, WaitEnd, Waiting};
-use crate::{HttpError, SseItem, SseParser};
+use crate::{HttpError, ReplyProblem, SseItem, SseParser, StreamEnd};
 
 impl HttpTransport {
     /// What a request's wait ended with.
     pub(super) fn ended(&self, end: WaitEnd) -> Result<Reply, HttpError> {
         match end {
             WaitEnd::Answered(answer) => answer,
-            WaitEnd::Closed => Err(HttpError::StreamEnded {
-                server: self.server().to_owned(),
-                detail: "the connection was closed".to_owned(),
-            }),
+            WaitEnd::Closed => Err(self.stream_ended(StreamEnd::Closed)),
         }
     }
 
@@ -51,7 +49,7 @@ impl HttpTransport {
                     None => break,
                     Some(Ok(chunk)) => chunk,
                     Some(Err(e)) => {
-                        cut = Some(error_chain(&e));
+                        cut = Some(Arc::new(e.without_url()));
                         break;
                     }
                 };
@@ -71,9 +69,7 @@ impl HttpTransport {
                             );
                         }
                         SseItem::NotUtf8 { offset } => {
-                            return Err(self.bad_reply(format!(
-                                "the SSE stream is not UTF-8 at byte {offset}"
-                            )));
+                            return Err(self.bad_reply(ReplyProblem::NotUtf8(offset)));
                         }
                     }
                 }
@@ -85,12 +81,7 @@ impl HttpTransport {
                 if self.state.listening.load(Ordering::Acquire) {
                     return self.ended(wait.answer().await);
                 }
-                return Err(HttpError::StreamEnded {
-                    server: self.server().to_owned(),
-                    detail: cut.unwrap_or_else(|| {
-                        "the server closed it and gave no event id to resume from".to_owned()
-                    }),
-                });
+                return Err(self.stream_ended(cut.map_or(StreamEnd::NoEventId, StreamEnd::Broken)));
             };
             if attempt == MAX_RESUMES {
                 break;
@@ -111,10 +102,7 @@ impl HttpTransport {
             let resumed = get.send().await.map_err(|e| self.unreachable(e))?;
             response = self.check_status(resumed, sent_session.as_deref()).await?;
         }
-        Err(HttpError::StreamEnded {
-            server: self.server().to_owned(),
-            detail: format!("still no response after {MAX_RESUMES} resumptions"),
-        })
+        Err(self.stream_ended(StreamEnd::TooManyResumptions(MAX_RESUMES)))
     }
 
     /// Reads one JSON-RPC line of a reply, from any stream: each answer goes to the request
@@ -149,7 +137,7 @@ impl HttpTransport {
                 if line.iter().all(u8::is_ascii_whitespace) {
                     return Ok(());
                 }
-                return Err(self.bad_reply("a reply that is not a JSON-RPC message"));
+                return Err(self.bad_reply(ReplyProblem::NotJsonRpc));
             }
         };
         for message in messages {

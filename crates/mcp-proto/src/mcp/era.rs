@@ -89,9 +89,40 @@ pub enum EraVerdict {
     Session,
     /// Stateless, and nothing this client can use: it speaks none of our versions, or it
     /// needs what this client does not declare.
-    Unusable {
-        /// Why, in the server's words where it gave them.
-        reason: String,
+    Unusable(NoCommonGround),
+}
+
+/// Why a stateless server is of no use to this client.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NoCommonGround {
+    /// It speaks none of this client's versions.
+    #[error(
+        "the server speaks {} and this client {} or {}",
+        .server_speaks.join(", "),
+        ours_in(Era::Stateless),
+        ours_in(Era::Session)
+    )]
+    NoVersion {
+        /// The versions it lists.
+        server_speaks: Vec<String>,
+    },
+    /// It refused the version offered and lists none of this client's.
+    #[error("the server speaks {} only: {message}", .server_speaks.join(", "))]
+    VersionRefused {
+        /// The versions it lists.
+        server_speaks: Vec<String>,
+        /// Its words.
+        message: String,
+    },
+    /// It refused, twice, a version it lists as supported.
+    #[error("the server refused version {0} twice, though it lists it as supported")]
+    ListedVersionRefused(String),
+    /// It needs client capabilities this client does not declare.
+    #[error("the server needs client capabilities this client does not declare: {message}")]
+    MissingCapabilities {
+        /// Its words.
+        message: String,
     },
 }
 
@@ -118,14 +149,9 @@ pub fn read_discover_answer(answer: Option<&Reply>) -> EraVerdict {
                 } else if speaks_legacy(&result.supported_versions) {
                     EraVerdict::Session
                 } else {
-                    EraVerdict::Unusable {
-                        reason: format!(
-                            "the server speaks {} and this client {} or {}",
-                            result.supported_versions.join(", "),
-                            ours_in(Era::Stateless),
-                            ours_in(Era::Session)
-                        ),
-                    }
+                    EraVerdict::Unusable(NoCommonGround::NoVersion {
+                        server_speaks: result.supported_versions,
+                    })
                 }
             }
         },
@@ -165,13 +191,10 @@ fn read_discover_error(error: &ErrorObject) -> EraVerdict {
             } else if speaks_legacy(&supported) {
                 EraVerdict::Session
             } else {
-                EraVerdict::Unusable {
-                    reason: format!(
-                        "the server speaks {} only: {}",
-                        supported.join(", "),
-                        error.message
-                    ),
-                }
+                EraVerdict::Unusable(NoCommonGround::VersionRefused {
+                    server_speaks: supported,
+                    message: error.message.clone(),
+                })
             }
         }
         stateless_error_codes::MISSING_REQUIRED_CLIENT_CAPABILITY
@@ -179,12 +202,9 @@ fn read_discover_error(error: &ErrorObject) -> EraVerdict {
                 .as_ref()
                 .is_some_and(|d| d.get("requiredCapabilities").is_some()) =>
         {
-            EraVerdict::Unusable {
-                reason: format!(
-                    "the server needs client capabilities this client does not declare: {}",
-                    error.message
-                ),
-            }
+            EraVerdict::Unusable(NoCommonGround::MissingCapabilities {
+                message: error.message.clone(),
+            })
         }
         _ => EraVerdict::Session,
     }
@@ -249,8 +269,18 @@ mod tests {
         let verdict = read_discover_answer(Some(&result(discover(&["2027-01-01", "2025-11-25"]))));
         assert_eq!(verdict, EraVerdict::Session);
         let verdict = read_discover_answer(Some(&result(discover(&["2027-01-01"]))));
+        assert_eq!(
+            verdict,
+            EraVerdict::Unusable(NoCommonGround::NoVersion {
+                server_speaks: vec!["2027-01-01".to_owned()]
+            })
+        );
+        let EraVerdict::Unusable(why) = verdict else {
+            unreachable!()
+        };
         assert!(
-            matches!(verdict, EraVerdict::Unusable { reason } if reason.contains("2027-01-01"))
+            why.to_string()
+                .starts_with("the server speaks 2027-01-01 and this client")
         );
     }
 

@@ -12,7 +12,8 @@ mod tools;
 mod version;
 
 pub use era::{
-    DiscoverResult, EraVerdict, read_discover_answer, stateless_error_codes, stateless_meta,
+    DiscoverResult, EraVerdict, NoCommonGround, read_discover_answer, stateless_error_codes,
+    stateless_meta,
 };
 pub use input_required::{InputRequest, InputRequired, ResultKind, read_result_kind};
 pub use lifecycle::{Implementation, InitializeParams, InitializeResult};

@@ -14,8 +14,8 @@ use maljan_mcp_proto::jsonrpc::{Reply, RequestId};
 use maljan_mcp_transport::EndsSetup;
 use tokio::sync::{mpsc, oneshot};
 
-use super::StdioError;
 use super::stderr::StderrTail;
+use super::{LostBecause, StdioError};
 use crate::classifier::LineCounts;
 
 pub(super) struct PendingEntry {
@@ -84,10 +84,7 @@ impl ConnectionState {
 
     /// Fails the connection because its reader panicked, and returns the failure.
     pub(super) fn fail_as_panicked(&self) -> StdioError {
-        self.fail(self.lost(
-            "the client's reader of the server's stdout panicked (a bug in the client, or in a \
-             setup request's ends_setup callback); connect again, and report it",
-        ));
+        self.fail(self.lost(LostBecause::ReaderPanicked));
         self.failure().expect("just failed")
     }
 
@@ -95,20 +92,11 @@ impl ConnectionState {
         lock(&self.failure).clone()
     }
 
-    pub(super) fn lost(&self, detail: impl Into<String>) -> StdioError {
+    /// The connection lost, and why.
+    pub(super) fn lost(&self, cause: LostBecause) -> StdioError {
         StdioError::ConnectionLost {
             server: self.server.clone(),
-            detail: detail.into(),
-            source: None,
-        }
-    }
-
-    /// The connection lost to a system error, kept as the source.
-    pub(super) fn lost_to(&self, detail: impl Into<String>, error: std::io::Error) -> StdioError {
-        StdioError::ConnectionLost {
-            server: self.server.clone(),
-            detail: format!("{}: {error}", detail.into()),
-            source: Some(Arc::new(error)),
+            cause,
         }
     }
 
@@ -132,7 +120,7 @@ impl ConnectionState {
         };
         sender.send(line).await.map_err(|_| {
             self.failure()
-                .unwrap_or_else(|| self.lost("the server's stdin is closed"))
+                .unwrap_or_else(|| self.lost(LostBecause::StdinClosed))
         })
     }
 }

@@ -24,15 +24,13 @@ pub enum StdioError {
         offset: u64,
     },
     /// The connection ended before the answer came.
-    #[error("server {server}: connection lost: {detail}")]
+    #[error("server {server}: connection lost: {cause}")]
     ConnectionLost {
         /// The server's name.
         server: String,
         /// What ended it.
-        detail: String,
-        /// The system's error, when one ended it.
         #[source]
-        source: Option<Arc<io::Error>>,
+        cause: LostBecause,
     },
     /// The answer to this request failed validation.
     #[error("server {server} answered with an invalid message: {reason}")]
@@ -58,6 +56,36 @@ pub enum StdioError {
         /// The server's name.
         server: String,
     },
+}
+
+/// What ended a stdio connection.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum LostBecause {
+    /// The server closed its stdout (it exited, most often).
+    #[error("the server closed its stdout")]
+    StdoutClosed,
+    /// The server's stdin was closed before the request could be written.
+    #[error("the server's stdin is closed")]
+    StdinClosed,
+    /// Reading the server's stdout failed.
+    #[error("reading the server's stdout failed: {0}")]
+    ReadFailed(#[source] Arc<io::Error>),
+    /// Writing to the server's stdin failed.
+    #[error("writing to the server's stdin failed: {0}")]
+    WriteFailed(#[source] Arc<io::Error>),
+    /// No thread could be started to read the server's stdout.
+    #[error(
+        "no thread could be started to read its stdout ({0}); the system is short of threads \
+         or memory: close other connections or processes and connect again"
+    )]
+    NoReaderThread(#[source] Arc<io::Error>),
+    /// The client's reader of the server's stdout panicked.
+    #[error(
+        "the client's reader of the server's stdout panicked (a bug in the client, or in a \
+         setup request's ends_setup callback); connect again, and report it"
+    )]
+    ReaderPanicked,
 }
 
 impl StdioError {

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 pub use child::ServerCommand;
 pub use connection_state::PendingRequest;
-pub use error::{SpawnError, StdioError};
+pub use error::{LostBecause, SpawnError, StdioError};
 pub use maljan_mcp_proto::jsonrpc::Reply;
 pub use maljan_mcp_transport::{CloseReport, EndsSetup, StoppedBy};
 pub use stderr::{STDERR_TAIL_BYTES, STDERR_TAIL_LINES};

@@ -13,7 +13,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::mpsc;
 
 use super::connection_state::{ConnectionState, lock};
-use super::{StdioConfig, StdioError};
+use super::{LostBecause, StdioConfig, StdioError};
 use crate::classifier::{Event, LineClassifier};
 
 /// Bytes read from stdout at a time: as much as the widened pipe holds, so a multi-MiB
@@ -38,7 +38,7 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin>(
             Ok(0) => classifier.handle_eof(),
             Ok(_) => {}
             Err(e) => {
-                shared.fail(shared.lost_to("reading the server's stdout failed", e));
+                shared.fail(shared.lost(LostBecause::ReadFailed(Arc::new(e))));
                 return;
             }
         }
@@ -67,7 +67,7 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin>(
             break;
         }
     }
-    shared.fail(shared.lost("the server closed its stdout"));
+    shared.fail(shared.lost(LostBecause::StdoutClosed));
 }
 
 /// Fails the connection, and every call waiting on it, if the reader ends in a panic (a bug,

@@ -20,7 +20,7 @@ use super::reader::read_loop;
 use super::stderr::StderrTail;
 use super::stdout_reader::StdoutReader;
 use super::writer::write_loop;
-use super::{StdioConfig, StdioError};
+use super::{LostBecause, StdioConfig, StdioError};
 use crate::classifier::LineCounts;
 
 /// How many outgoing lines may wait for the writer.
@@ -118,12 +118,7 @@ impl StdioTransport {
         let read = read_loop(reader, shared.clone(), config.clone(), notify_tx);
         let reader = if child.is_some() {
             StdoutReader::on_thread(format!("stdout {}", config.name), read)
-                .map_err(|e| {
-                    shared.fail(shared.lost(format!(
-                    "no thread could be started to read its stdout ({e}); the system is short of \
-                     threads or memory: close other connections or processes and connect again"
-                )))
-                })
+                .map_err(|e| shared.fail(shared.lost(LostBecause::NoReaderThread(Arc::new(e)))))
                 .ok()
         } else {
             Some(StdoutReader::on_runtime(read))

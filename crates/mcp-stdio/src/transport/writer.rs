@@ -7,6 +7,7 @@ use std::sync::Arc;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
+use super::LostBecause;
 use super::connection_state::{ConnectionState, OutgoingLine};
 
 /// Writes the queued lines until the queue closes, then shuts stdin.
@@ -30,7 +31,7 @@ pub(super) async fn write_loop<W: AsyncWrite + Unpin>(
             if let Some(id) = &request {
                 shared.mark_written(id, false);
             }
-            shared.fail(shared.lost_to("writing to the server's stdin failed", e));
+            shared.fail(shared.lost(LostBecause::WriteFailed(Arc::new(e))));
             return;
         }
     }

@@ -118,12 +118,13 @@ pub enum DownloadError {
         computed: String,
     },
     /// An answer that is not `{size, sha256, offset, content_base64}`.
-    #[error("an answer for {path} is malformed: {detail}")]
+    #[error("an answer for {path} is malformed: {problem}")]
     Malformed {
         /// The file.
         path: String,
         /// What is wrong.
-        detail: String,
+        #[source]
+        problem: MalformedChunk,
     },
     /// The download ended before `size` bytes were read.
     #[error("the download of {path} ended after {received} of {size} bytes")]
@@ -144,4 +145,36 @@ pub enum DownloadError {
         #[source]
         source: std::sync::Arc<std::io::Error>,
     },
+}
+
+/// What is wrong with an answer to `get_file`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MalformedChunk {
+    /// An answer came after the whole file was read.
+    #[error("an answer after the whole file was read")]
+    AfterTheEnd,
+    /// The answer is not a JSON object (the answer, as JSON).
+    #[error("the answer is {0}, not an object")]
+    NotAnObject(String),
+    /// A member that must be a non-negative integer is not one.
+    #[error("{member} is {value}, not a non-negative integer")]
+    NotACount {
+        /// The member.
+        member: &'static str,
+        /// Its value, as JSON.
+        value: String,
+    },
+    /// `sha256` is not 64 hex digits (its value, as JSON).
+    #[error("sha256 is {0}, not 64 hex digits")]
+    NotADigest(String),
+    /// The answer states no offset.
+    #[error("the answer states no offset")]
+    NoOffset,
+    /// `content_base64` is missing or not a string.
+    #[error("content_base64 is missing or not a string")]
+    NoContent,
+    /// `content_base64` is not base64.
+    #[error("content_base64 is not base64: {0}")]
+    NotBase64(#[source] base64::DecodeSliceError),
 }

@@ -5,5 +5,5 @@ mod error;
 mod validator;
 
 pub use driver::{CHUNK_BYTES, download};
-pub use error::DownloadError;
+pub use error::{DownloadError, MalformedChunk};
 pub use validator::{ChunkRequest, DownloadValidator, VerifiedDownload};

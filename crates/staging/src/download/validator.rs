@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::DownloadError;
+use super::error::MalformedChunk;
 
 /// One `get_file` call to make.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,12 +65,12 @@ pub struct DownloadValidator {
     most: u64,
 }
 
-fn number(answer: &Value, key: &str) -> Option<Result<u64, String>> {
-    let v = answer.get(key).filter(|v| !v.is_null())?;
-    Some(
-        v.as_u64()
-            .ok_or_else(|| format!("{key} is {v}, not a non-negative integer")),
-    )
+fn number(answer: &Value, member: &'static str) -> Option<Result<u64, MalformedChunk>> {
+    let v = answer.get(member).filter(|v| !v.is_null())?;
+    Some(v.as_u64().ok_or_else(|| MalformedChunk::NotACount {
+        member,
+        value: v.to_string(),
+    }))
 }
 
 impl DownloadValidator {
@@ -138,10 +139,10 @@ impl DownloadValidator {
         (self.next_offset, self.size)
     }
 
-    fn malformed(&self, detail: impl Into<String>) -> DownloadError {
+    fn malformed(&self, problem: MalformedChunk) -> DownloadError {
         DownloadError::Malformed {
             path: self.path.clone(),
-            detail: detail.into(),
+            problem,
         }
     }
 
@@ -189,9 +190,9 @@ impl DownloadValidator {
     ) -> Result<(), DownloadError> {
         let asked = self
             .poll_request()
-            .ok_or_else(|| self.malformed("an answer after the whole file was read"))?;
+            .ok_or_else(|| self.malformed(MalformedChunk::AfterTheEnd))?;
         if !answer.is_object() {
-            return Err(self.malformed(format!("the answer is {answer}, not an object")));
+            return Err(self.malformed(MalformedChunk::NotAnObject(answer.to_string())));
         }
         if let Some(error) = answer.get("error") {
             let words = match error {
@@ -242,7 +243,7 @@ impl DownloadValidator {
                 s.to_ascii_lowercase()
             }
             Some(other) => {
-                return Err(self.malformed(format!("sha256 is {other}, not 64 hex digits")));
+                return Err(self.malformed(MalformedChunk::NotADigest(other.to_string())));
             }
         };
         match &self.sha256 {
@@ -256,7 +257,7 @@ impl DownloadValidator {
             _ => {}
         }
         let offset = match number(answer, "offset") {
-            None => return Err(self.malformed("the answer states no offset")),
+            None => return Err(self.malformed(MalformedChunk::NoOffset)),
             Some(n) => n.map_err(|e| self.malformed(e))?,
         };
         if offset != asked.offset {
@@ -269,7 +270,7 @@ impl DownloadValidator {
         let encoded = answer
             .get("content_base64")
             .and_then(Value::as_str)
-            .ok_or_else(|| self.malformed("content_base64 is missing or not a string"))?;
+            .ok_or_else(|| self.malformed(MalformedChunk::NoContent))?;
         // Refuse an oversized chunk before decoding it: memory stays O(chunk).
         let implied = (encoded.len() as u64 / 4) * 3;
         let asked_length = asked.length;
@@ -281,7 +282,7 @@ impl DownloadValidator {
         bytes.resize(base64::decoded_len_estimate(encoded.len()), 0);
         let decoded = STANDARD.decode_slice(encoded, bytes);
         bytes.truncate(*decoded.as_ref().unwrap_or(&0));
-        decoded.map_err(|e| self.malformed(format!("content_base64 is not base64: {e}")))?;
+        decoded.map_err(|e| self.malformed(MalformedChunk::NotBase64(e)))?;
         let len = bytes.len() as u64;
         if offset + len > size {
             return Err(DownloadError::ChunkPastSize {

@@ -98,13 +98,41 @@ pub enum UploadError {
         failure: ToolFailure,
     },
     /// The server's answer is malformed or disagrees with what was sent.
-    #[error("{tool} answered {answer}: {detail}")]
+    #[error("{tool} answered {answer}: {problem}")]
     Answer {
         /// The tool.
         tool: &'static str,
         /// The answer.
         answer: String,
         /// What is wrong with it.
-        detail: String,
+        #[source]
+        problem: WrongAnswer,
     },
+}
+
+/// What is wrong with an upload primitive's answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum WrongAnswer {
+    /// `put_sample_begin` named no upload.
+    #[error("no upload_id")]
+    NoUploadId,
+    /// An answer to a chunk when none was waiting for one.
+    #[error("no chunk was waiting for an answer")]
+    NoChunkWaiting,
+    /// `received` is not the end of the chunk sent.
+    #[error("received is not {0}")]
+    ReceivedNot(u64),
+    /// The answer names no path.
+    #[error("no path")]
+    NoPath,
+    /// The size stated is not the size sent.
+    #[error("the size is not {0}")]
+    SizeNot(u64),
+    /// This many chunks were never answered.
+    #[error("{0} chunks were not answered")]
+    ChunksUnanswered(usize),
+    /// The sha256 stated is not the digest sent.
+    #[error("the sha256 is not {0}")]
+    DigestNot(String),
 }

@@ -4,7 +4,7 @@ use std::collections::VecDeque;
 
 use serde_json::{Value, json};
 
-use super::{UploadError, UploadMode};
+use super::{UploadError, UploadMode, WrongAnswer};
 
 /// The most chunks sent ahead of the server's answers, when the server allows more than
 /// one (`chunks_in_flight` in its `put_sample_begin` answer: it stores them in offset order
@@ -104,7 +104,7 @@ impl UploadValidator {
         let upload_id = answer
             .get("upload_id")
             .filter(|v| !v.is_null())
-            .ok_or_else(|| wrong("put_sample_begin", answer, "no upload_id".to_owned()))?;
+            .ok_or_else(|| wrong("put_sample_begin", answer, WrongAnswer::NoUploadId))?;
         self.upload_id = Some(upload_id.clone());
         self.chunks_in_flight = answer
             .get("chunks_in_flight")
@@ -137,14 +137,14 @@ impl UploadValidator {
             return Err(wrong(
                 "put_sample_chunk",
                 answer,
-                "no chunk was waiting for an answer".to_owned(),
+                WrongAnswer::NoChunkWaiting,
             ));
         };
         match answer.get("received").and_then(Value::as_u64) {
             Some(received) if received != end => Err(wrong(
                 "put_sample_chunk",
                 answer,
-                format!("received is not {end}"),
+                WrongAnswer::ReceivedNot(end),
             )),
             _ => Ok(end),
         }
@@ -161,7 +161,7 @@ impl UploadValidator {
             return Err(UploadError::Answer {
                 tool: "put_sample_chunk",
                 answer: String::new(),
-                detail: format!("{} chunks were not answered", self.unanswered.len()),
+                problem: WrongAnswer::ChunksUnanswered(self.unanswered.len()),
             });
         }
         Ok(json!({"upload_id": self.upload_id}))
@@ -187,13 +187,9 @@ impl UploadValidator {
         let path = answer
             .get("path")
             .and_then(Value::as_str)
-            .ok_or_else(|| wrong(tool, answer, "no path".to_owned()))?;
+            .ok_or_else(|| wrong(tool, answer, WrongAnswer::NoPath))?;
         if answer.get("size").and_then(Value::as_u64) != Some(self.size) {
-            return Err(wrong(
-                tool,
-                answer,
-                format!("the size is not {}", self.size),
-            ));
+            return Err(wrong(tool, answer, WrongAnswer::SizeNot(self.size)));
         }
         let sha256 = answer
             .get("sha256")
@@ -203,7 +199,7 @@ impl UploadValidator {
             return Err(wrong(
                 tool,
                 answer,
-                format!("the sha256 is not {}", self.sha256),
+                WrongAnswer::DigestNot(self.sha256.clone()),
             ));
         }
         Ok(path.to_owned())
@@ -218,11 +214,11 @@ impl UploadValidator {
     }
 }
 
-fn wrong(tool: &'static str, answer: &Value, detail: String) -> UploadError {
+fn wrong(tool: &'static str, answer: &Value, problem: WrongAnswer) -> UploadError {
     UploadError::Answer {
         tool,
         answer: answer.to_string(),
-        detail,
+        problem,
     }
 }
 
