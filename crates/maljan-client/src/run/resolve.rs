@@ -14,7 +14,7 @@ use crate::pack::template::Template;
 
 /// How an earlier step ended, as later steps see it.
 #[derive(Debug)]
-pub(super) struct Finished {
+pub(super) struct EarlierStep {
     /// Whether at least one of its runs completed.
     pub(super) completed: bool,
     /// Why not, when none did: "failed: …", "was skipped: …".
@@ -23,10 +23,10 @@ pub(super) struct Finished {
     pub(super) outputs: Vec<HandedFile>,
 }
 
-impl Finished {
+impl EarlierStep {
     /// A step none of whose runs has finished yet.
     pub(super) fn not_yet() -> Self {
-        Finished {
+        EarlierStep {
             completed: false,
             reason: String::new(),
             outputs: Vec::new(),
@@ -63,7 +63,7 @@ impl From<String> for NotRun {
 pub(super) fn instances(
     step: &Step,
     job: &Job,
-    finished: &HashMap<String, Finished>,
+    finished: &HashMap<String, EarlierStep>,
     most: usize,
 ) -> Result<Vec<Instance>, NotRun> {
     let resolver = Resolver { job, finished };
@@ -92,7 +92,7 @@ pub(super) fn instances(
 
 struct Resolver<'a> {
     job: &'a Job,
-    finished: &'a HashMap<String, Finished>,
+    finished: &'a HashMap<String, EarlierStep>,
 }
 
 impl<'a> Resolver<'a> {
@@ -194,7 +194,7 @@ mod tests {
     use super::*;
     use crate::pack::Pack;
 
-    fn finished(names: &[&str]) -> HashMap<String, Finished> {
+    fn finished(names: &[&str]) -> HashMap<String, EarlierStep> {
         let outputs = names
             .iter()
             .map(|name| HandedFile {
@@ -205,7 +205,7 @@ mod tests {
             .collect();
         HashMap::from([(
             "u".to_owned(),
-            Finished {
+            EarlierStep {
                 completed: true,
                 reason: String::new(),
                 outputs,

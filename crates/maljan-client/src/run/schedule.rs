@@ -11,7 +11,7 @@ use std::collections::{HashMap, VecDeque};
 use maljan_mcp_proto::maljan::{ErrorCode, ToolFailure};
 
 use super::outcome::{StepOutcome, StepStatus};
-use super::resolve::{Finished, Instance, NotRun, instances};
+use super::resolve::{EarlierStep, Instance, NotRun, instances};
 use crate::job::Job;
 use crate::pack::{Pack, Step};
 
@@ -37,9 +37,9 @@ pub(crate) struct Scheduler<'p> {
     /// What the executor is to be told next.
     ready: VecDeque<Next<'p>>,
     /// Steps whose every run has finished, as later steps see them.
-    finished: HashMap<String, Finished>,
+    finished: HashMap<String, EarlierStep>,
     /// Steps with runs still going: their runs left, and what the finished ones came to.
-    going: HashMap<&'p str, (usize, Finished)>,
+    going: HashMap<&'p str, (usize, EarlierStep)>,
     /// The most runs one step may make.
     most_runs: usize,
 }
@@ -70,7 +70,7 @@ impl<'p> Scheduler<'p> {
         let (left, progress) = self
             .going
             .entry(step.id())
-            .or_insert_with(|| (1, Finished::not_yet()));
+            .or_insert_with(|| (1, EarlierStep::not_yet()));
         match &outcome.status {
             StepStatus::Completed => {
                 progress.completed = true;
@@ -113,7 +113,7 @@ impl<'p> Scheduler<'p> {
                 match instances(step, job, &self.finished, self.most_runs) {
                     Ok(runs) => {
                         self.going
-                            .insert(step.id(), (runs.len(), Finished::not_yet()));
+                            .insert(step.id(), (runs.len(), EarlierStep::not_yet()));
                         self.ready.extend(
                             runs.into_iter()
                                 .map(|instance| Next::Run { step, instance }),
@@ -143,7 +143,7 @@ impl<'p> Scheduler<'p> {
     fn end(&mut self, step: &Step, reason: String) {
         self.finished.insert(
             step.id().to_owned(),
-            Finished {
+            EarlierStep {
                 completed: false,
                 reason,
                 outputs: Vec::new(),
