@@ -36,6 +36,7 @@ mod config;
 mod context;
 mod error;
 mod events;
+mod input_required;
 mod job;
 mod known_eras;
 mod ledgering;
@@ -50,7 +51,9 @@ mod staging;
 mod stateless;
 mod taking;
 mod timeout;
+mod tool_calls;
 mod trace;
+mod wire;
 
 pub use call::{CallOptions, CallTrace};
 pub use card::{CardTool, ServerCard, UnavailableTool};

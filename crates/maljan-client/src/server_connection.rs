@@ -29,8 +29,10 @@ use crate::ledgering::Ledgered;
 use crate::reach::ServerReach;
 use crate::setup::{ServerSetup, SetupPlan, set_up};
 use crate::staging::Staged;
-use crate::timeout::Timeout;
+use crate::timeout::{RequestService, Timeout};
+use crate::tool_calls::ToolCalls;
 use crate::trace::TraceParent;
+use crate::wire::Wire;
 
 /// The environment variable naming a local server's staging directory (as the server kit
 /// reads it).
@@ -40,7 +42,7 @@ const JOB_DIR_ENV: &str = "MALJAN_JOB_DIR";
 const ROOTS_ENV: &str = "MALJAN_ROOTS";
 
 /// The call layers, outermost first.
-type CallStack = Staged<Ledgered<Admitted<Timeout>>>;
+type CallStack = Staged<Ledgered<Admitted<ToolCalls<Wire>>>>;
 
 /// A server started (a process spawned, an endpoint chosen) but not set up: the only thing
 /// to do with it is to [`set_up`](StartedConnection::set_up) (or close) it.
@@ -175,13 +177,12 @@ impl StartedConnection {
             },
             discover_wait: settings.discover_timeout.min(settings.setup_timeout),
         };
-        let wire = Timeout::new(transport, settings.default_timeout);
-        let (wire, result) = set_up(wire, plan).await;
+        let (wire, result) = set_up(Timeout::new(transport), plan, settings.default_timeout).await;
         let setup = match result {
             Ok(setup) => setup,
             Err((step, cause)) => {
-                let stderr_now = wire.get_ref().stderr_tail();
-                let report = wire.into_inner().close().await;
+                let stderr_now = wire.get_ref().transport().stderr_tail();
+                let report = wire.into_inner().into_transport().close().await;
                 return Err(ClientError::SetupFailed {
                     server: name,
                     step,
@@ -330,7 +331,12 @@ impl ServerConnection {
     /// The transport at the bottom of the stack, for what it knows of the server (its
     /// process, its counts, its stderr).
     fn wire(&self) -> &dyn Transport {
-        self.stack.get_ref().get_ref().get_ref().get_ref()
+        self.stack
+            .get_ref()
+            .get_ref()
+            .get_ref()
+            .get_ref()
+            .transport()
     }
 
     /// What set-up learned.
@@ -485,7 +491,7 @@ impl ServerConnection {
 
     /// Closes the connection (for stdio: stdin closed, grace, SIGTERM, grace, SIGKILL).
     pub async fn close(self) -> CloseReport {
-        let wire = self.stack.into_inner().into_inner().into_inner();
-        wire.into_inner().close().await
+        let calls = self.stack.into_inner().into_inner().into_inner();
+        calls.into_inner().into_transport().close().await
     }
 }

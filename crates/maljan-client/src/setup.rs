@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use maljan_mcp_proto::jsonrpc::Reply;
-use maljan_mcp_proto::maljan::CapabilityManifest;
+use maljan_mcp_proto::maljan::{CapabilityManifest, ToolFailure};
 use maljan_mcp_proto::mcp::{
     DiscoverResult, Era, EraVerdict, Implementation, InitializeParams, InitializeResult,
     ListToolsParams, ListToolsResult, NoCommonGround, ProtocolVersion, ServerRequestPolicy, Tool,
@@ -21,7 +21,9 @@ use serde_json::{Map, Value};
 use crate::call::{CallService, ToolCall};
 use crate::config::EraChoice;
 use crate::stateless::StatelessRequests;
-use crate::timeout::{Timeout, Unanswered};
+use crate::timeout::{RequestService, Timeout, Unanswered};
+use crate::tool_calls::ToolCalls;
+use crate::wire::Wire;
 
 /// The most `tools/list` pages read in a setup: a server that pages for ever is refused.
 const MAX_TOOL_PAGES: usize = 1000;
@@ -99,6 +101,9 @@ pub enum SetupFailure {
     /// The server is modern but speaks nothing this client can use.
     #[error("{0}; use a server or client that share a protocol version")]
     Unusable(#[source] NoCommonGround),
+    /// A layer of the client ended the request (a reply it cannot use).
+    #[error("{}", .0.message)]
+    Ended(ToolFailure),
     /// The configuration asks for the modern era and the server does not speak it.
     #[error(
         "the server does not speak the modern era (2026-07-28), and the configuration asks \
@@ -119,7 +124,7 @@ fn last_tools_page(result: &RawValue) -> bool {
 /// One setup request and its answer, read as `T`.
 async fn step<T: DeserializeOwned>(
     step: &'static str,
-    wire: &Timeout,
+    wire: &impl RequestService,
     request: OutgoingRequest,
     wait: Duration,
     expected: &'static str,
@@ -137,6 +142,7 @@ async fn step<T: DeserializeOwned>(
         }
         Err(Unanswered::TimedOut(t)) => return Err((step, SetupFailure::NoAnswer(t))),
         Err(Unanswered::Failed(e)) => return Err((step, SetupFailure::Transport(e))),
+        Err(Unanswered::Ended(failure)) => return Err((step, SetupFailure::Ended(failure))),
     };
     serde_json::from_str(raw.get())
         .map_err(|source| (step, SetupFailure::Malformed { expected, source }))
@@ -201,6 +207,9 @@ async fn discover(
         Err(Unanswered::Failed(failure)) => {
             Err((methods::SERVER_DISCOVER, SetupFailure::Transport(failure)))
         }
+        Err(Unanswered::Ended(failure)) => {
+            Err((methods::SERVER_DISCOVER, SetupFailure::Ended(failure)))
+        }
     }
 }
 
@@ -257,7 +266,7 @@ async fn initialize(wire: &Timeout, plan: &SetupPlan<'_>) -> Result<Agreed, Step
     .await?;
     let protocol = ProtocolVersion::parse_session(&init.protocol_version)
         .map_err(|e| (methods::INITIALIZE, SetupFailure::from(e)))?;
-    let transport = wire.get_ref();
+    let transport = wire.transport();
     transport.set_protocol(protocol);
     transport
         .notify(methods::INITIALIZED, None)
@@ -284,7 +293,7 @@ async fn agree(wire: &Timeout, plan: &SetupPlan<'_>) -> Result<Agreed, StepFailu
         return initialize(wire, plan).await;
     };
     let protocol = ProtocolVersion::newest_of(Era::Stateless);
-    wire.get_ref().set_protocol(protocol);
+    wire.transport().set_protocol(protocol);
     Ok(Agreed {
         modern: Some(StatelessRequests::new(
             protocol,
@@ -301,36 +310,39 @@ async fn agree(wire: &Timeout, plan: &SetupPlan<'_>) -> Result<Agreed, StepFailu
     })
 }
 
-/// Sets the server behind `wire` up by `plan`, and gives back the wire as set-up learned
-/// it must be (the era's rules, each tool's wait), with what set-up learned or why it
-/// failed.
+/// Sets the server behind `wire` up by `plan`, and builds its call path from what set-up
+/// learned (the era's layers, each tool's wait), with what set-up learned or why it failed.
 pub(crate) async fn set_up(
     wire: Timeout,
     plan: SetupPlan<'_>,
-) -> (Timeout, Result<ServerSetup, StepFailure>) {
+    default_wait: Duration,
+) -> (ToolCalls<Wire>, Result<ServerSetup, StepFailure>) {
     let mut agreed = match agree(&wire, &plan).await {
         Ok(agreed) => agreed,
-        Err(failure) => return (wire, Err(failure)),
+        Err(failure) => {
+            return (
+                ToolCalls::new(Wire::of(wire, None), default_wait),
+                Err(failure),
+            );
+        }
     };
-    let wire = match agreed.modern.take() {
-        Some(modern) => wire.speaking_modern(modern),
-        None => wire,
+    let calls = ToolCalls::new(Wire::of(wire, agreed.modern.take()), default_wait);
+    let listed = list_tools(&calls, &plan, agreed).await;
+    let calls = match &listed {
+        Ok(setup) => calls.with_tool_waits(setup.tool_waits()),
+        Err(_) => calls,
     };
-    let listed = list_tools(&wire, &plan, agreed).await;
-    let wire = match &listed {
-        Ok(setup) => wire.with_tool_waits(setup.tool_waits()),
-        Err(_) => wire,
-    };
-    (wire, listed)
+    (calls, listed)
 }
 
 /// Every page of `tools/list`, then the manifest when the server offers `capabilities`.
 async fn list_tools(
-    wire: &Timeout,
+    calls: &ToolCalls<Wire>,
     plan: &SetupPlan<'_>,
     agreed: Agreed,
 ) -> Result<ServerSetup, StepFailure> {
-    let transport = wire.get_ref();
+    let wire = calls.get_ref();
+    let transport = wire.transport();
     let wait = plan.wait;
     let mut tools = Vec::new();
     let mut cursor = None;
@@ -363,7 +375,7 @@ async fn list_tools(
     let (manifest, manifest_error) = if tools.iter().any(|t| t.name == CAPABILITIES) {
         let mut call = ToolCall::new(CAPABILITIES, Value::Object(Map::new()));
         call.wait = Some(wait);
-        let answer = wire.call(call).await.answer;
+        let answer = calls.call(call).await.answer;
         match answer.failure() {
             Some(f) => (None, Some(format!("{}: {}", f.code, f.message))),
             None => match serde_json::from_value::<CapabilityManifest>(answer.value) {

@@ -1,13 +1,19 @@
 //! What the stateless era (2026-07-28) asks of every request once a server speaks it: the
-//! required `_meta` keys on each, and the input an `input_required` result asks for,
-//! answered by the client's policies.
+//! required `_meta` keys on each (the [`Stamped`] layer), and the input an
+//! `input_required` result asks for, answered by the client's policies (see
+//! [`input_required`](crate::input_required)).
 
+use std::sync::Arc;
+
+use maljan_mcp_proto::jsonrpc::Reply;
 use maljan_mcp_proto::maljan::{JOB_KEY_META, JobKey};
 use maljan_mcp_proto::mcp::{
     Implementation, InputRequired, ProtocolVersion, ServerRequestPolicy, stateless_meta,
 };
-use maljan_mcp_transport::OutgoingRequest;
+use maljan_mcp_transport::{OutgoingRequest, Transport};
 use serde_json::{Map, Value};
+
+use crate::timeout::{RequestService, Unanswered};
 
 /// How many times one call may be answered `input_required` before it fails: a server that
 /// keeps asking is not waited on for ever.
@@ -89,6 +95,42 @@ impl StatelessRequests {
             answers.insert(key.to_owned(), answer);
         }
         Ok(answers)
+    }
+}
+
+/// Stamps every request to the layer below with the era's `_meta` keys and version.
+#[derive(Debug)]
+pub(crate) struct Stamped<R> {
+    inner: R,
+    requests: Arc<StatelessRequests>,
+}
+
+impl<R> Stamped<R> {
+    /// Stamps the requests to `inner` by `requests`' rules.
+    pub(crate) fn new(inner: R, requests: Arc<StatelessRequests>) -> Self {
+        Stamped { inner, requests }
+    }
+
+    /// The layer below.
+    pub(crate) fn into_inner(self) -> R {
+        self.inner
+    }
+}
+
+impl<R: RequestService> RequestService for Stamped<R> {
+    async fn request(
+        &self,
+        request: OutgoingRequest,
+        wait: std::time::Duration,
+        cancellable: bool,
+    ) -> Result<Reply, Unanswered> {
+        self.inner
+            .request(self.requests.stamp(request), wait, cancellable)
+            .await
+    }
+
+    fn transport(&self) -> &dyn Transport {
+        self.inner.transport()
     }
 }
 
