@@ -71,7 +71,7 @@ pub use maljan_mcp_proto::untrusted_text::{
     escape_controls, escape_json_controls, is_active_control,
 };
 pub use maljan_mcp_stdio::{ServerCommand, StdioConfig};
-pub use maljan_mcp_transport::{CloseReport, StoppedBy, Transport, TransportCounts};
+pub use maljan_mcp_transport::{CloseReport, StoppedBy, Transport, TransportCounts, TransportInfo};
 pub use maljan_staging::SampleMount;
 pub use pack::{MAX_STEP_TIMEOUT_S, Pack, PackError, PackErrors, Step};
 pub use progress::{ProgressReporter, TransferProgress};

@@ -13,7 +13,7 @@ use maljan_mcp_proto::jsonrpc::Notification;
 use maljan_mcp_proto::maljan::{ToolAnswer, ToolFailure, is_platform_primitive};
 use maljan_mcp_proto::mcp::{Era, Tool};
 use maljan_mcp_stdio::StdioTransport;
-use maljan_mcp_transport::{CloseReport, Transport, TransportCounts};
+use maljan_mcp_transport::{CloseReport, Transport, TransportCounts, TransportInfo, TransportKind};
 use maljan_staging::{SampleMount, ToolCaller};
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -74,6 +74,8 @@ pub struct StartedConnection {
     settings: ClientSettings,
     context: ConnectionContext,
     transport: Box<dyn Transport>,
+    /// What the transport knows of the server, shared.
+    info: Arc<dyn TransportInfo>,
     reach: ServerReach,
     notifications: Option<mpsc::Receiver<Notification>>,
 }
@@ -107,6 +109,10 @@ pub struct StartedConnection {
 pub struct ServerConnection {
     name: String,
     stack: CallStack,
+    /// What the transport knows of the server, shared: read without reaching down the
+    /// stack.
+    info: Arc<dyn TransportInfo>,
+    kind: TransportKind,
     guard: Arc<CallGuard>,
     notifications: Option<mpsc::Receiver<Notification>>,
     setup: ServerSetup,
@@ -139,7 +145,7 @@ impl StartedConnection {
 
     /// The server's process id: `Some` for a server this client spawned (stdio).
     pub fn server_pid(&self) -> Option<u32> {
-        self.transport.server_pid()
+        self.info.server_pid()
     }
 
     /// Takes the receiver of the server's notifications (progress, log messages), once.
@@ -157,10 +163,12 @@ impl StartedConnection {
             settings,
             context,
             transport,
+            info,
             reach,
             notifications,
         } = self;
-        let origin = transport.origin();
+        let origin = info.origin();
+        let kind = transport.kind();
         let known_eras = context.known_eras().clone();
         let known_legacy = origin
             .as_deref()
@@ -181,7 +189,7 @@ impl StartedConnection {
         let setup = match result {
             Ok(setup) => setup,
             Err((step, cause)) => {
-                let stderr_now = wire.get_ref().transport().stderr_tail();
+                let stderr_now = info.stderr_tail();
                 let report = wire.into_inner().into_transport().close().await;
                 return Err(ClientError::SetupFailed {
                     server: name,
@@ -220,6 +228,8 @@ impl StartedConnection {
         Ok(ServerConnection {
             name,
             stack,
+            info,
+            kind,
             guard,
             notifications,
             setup,
@@ -309,7 +319,9 @@ impl ServerConnection {
     ) -> StartedConnection {
         let name = transport.server().to_owned();
         let notifications = transport.take_incoming();
+        let info = transport.info();
         StartedConnection {
+            info,
             reach: ServerReach {
                 server: name.clone(),
                 remote: false,
@@ -328,8 +340,7 @@ impl ServerConnection {
         &self.name
     }
 
-    /// The transport at the bottom of the stack, for what it knows of the server (its
-    /// process, its counts, its stderr).
+    /// The transport at the bottom of the stack: to wait for its process's end.
     fn wire(&self) -> &dyn Transport {
         self.stack
             .get_ref()
@@ -355,12 +366,11 @@ impl ServerConnection {
 
     /// The server card.
     pub fn card(&self) -> ServerCard {
-        let transport = self.wire();
         ServerCard::new(
             &self.name,
             &self.setup,
-            transport.kind().as_str(),
-            transport.counts(),
+            self.kind.as_str(),
+            self.info.counts(),
         )
     }
 
@@ -470,7 +480,7 @@ impl ServerConnection {
     /// The server's process id: `Some` for a server this client spawned (stdio), `None`
     /// over HTTP.
     pub fn server_pid(&self) -> Option<u32> {
-        self.wire().server_pid()
+        self.info.server_pid()
     }
 
     /// Waits up to `grace` for the server's process to exit and says how it exited (for a
@@ -481,12 +491,12 @@ impl ServerConnection {
 
     /// The last lines the server wrote on stderr (a stdio server's).
     pub fn stderr_tail(&self) -> String {
-        self.wire().stderr_tail()
+        self.info.stderr_tail()
     }
 
     /// What the connection received so far (for stdio, what the server's stdout held).
     pub fn counts(&self) -> TransportCounts {
-        self.wire().counts()
+        self.info.counts()
     }
 
     /// Closes the connection (for stdio: stdin closed, grace, SIGTERM, grace, SIGKILL).

@@ -102,7 +102,7 @@ impl<R: RequestService> ToolCalls<R> {
                 None => ToolFailure::new(
                     ErrorCode::ConnectionLost,
                     failure.to_string(),
-                    Some(match transport.stderr_tail() {
+                    Some(match transport.info().stderr_tail() {
                         tail if tail.is_empty() => {
                             "check the server's logs and restart it".to_owned()
                         }

@@ -1,10 +1,12 @@
 //! The Streamable HTTP transport behind the neutral [`Transport`] trait.
 
+use std::sync::Arc;
+
 use maljan_mcp_proto::jsonrpc::Notification;
 use maljan_mcp_proto::mcp::ProtocolVersion;
 use maljan_mcp_transport::{
-    BoxFuture, CloseReport, OutgoingRequest, PendingReply, Transport, TransportCounts,
-    TransportFailure, TransportKind,
+    BoxFuture, CloseReport, OutgoingRequest, PendingReply, Transport, TransportFailure,
+    TransportInfo, TransportKind,
 };
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -85,18 +87,14 @@ impl Transport for HttpTransport {
     /// `notifications/initialized` was accepted.
     fn end_setup(&self) {}
 
-    fn origin(&self) -> Option<String> {
-        HttpTransport::origin(self)
-    }
-
-    fn counts(&self) -> TransportCounts {
-        HttpTransport::counts(self)
+    fn info(&self) -> Arc<dyn TransportInfo> {
+        self.session_info()
     }
 
     fn close(self: Box<Self>) -> BoxFuture<'static, CloseReport> {
         Box::pin(async move {
             HttpTransport::close(&self).await;
-            CloseReport::without_process(Transport::counts(&*self))
+            CloseReport::without_process(HttpTransport::counts(&self))
         })
     }
 }

@@ -2,8 +2,9 @@
 //!
 //! A [`Transport`] carries JSON-RPC between this client and one MCP server: it sends a
 //! request and hands back its [`PendingReply`], sends notifications, gives the server's own
-//! messages to whoever takes them, counts what it received ([`TransportCounts`]) and closes
-//! ([`CloseReport`]). Why a request got no usable reply is a [`TransportFailure`], which
+//! messages to whoever takes them and closes ([`CloseReport`]); what it knows of its server
+//! (what it received, [`TransportCounts`], its process, its stderr) is a [`TransportInfo`]
+//! handle apart from the channel. Why a request got no usable reply is a [`TransportFailure`], which
 //! keeps the transport's own error as its cause. The stdio and Streamable HTTP transports
 //! implement it in their own crates; [`memory::pair`] implements it in memory for tests.
 //!
@@ -27,7 +28,7 @@
 //! };
 //! server.answer(&request.id, Reply::Result(serde_json::value::to_raw_value(&()).unwrap()));
 //! assert!(matches!(pending.await, Ok(Reply::Result(_))));
-//! assert_eq!(transport.counts().messages, 1);
+//! assert_eq!(transport.info().counts().messages, 1);
 //! # }
 //! ```
 
@@ -39,5 +40,5 @@ mod transport;
 pub use failure::TransportFailure;
 pub use report::{CloseReport, StoppedBy, TransportCounts};
 pub use transport::{
-    BoxFuture, EndsSetup, OutgoingRequest, PendingReply, Transport, TransportKind,
+    BoxFuture, EndsSetup, OutgoingRequest, PendingReply, Transport, TransportInfo, TransportKind,
 };

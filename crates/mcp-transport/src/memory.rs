@@ -25,7 +25,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::{
     BoxFuture, CloseReport, OutgoingRequest, PendingReply, Transport, TransportCounts,
-    TransportFailure, TransportKind,
+    TransportFailure, TransportInfo, TransportKind,
 };
 
 /// How many server notifications wait for the client before more are dropped.
@@ -221,8 +221,8 @@ impl Transport for MemoryTransport {
         *lock(&self.shared.setup_ended) = true;
     }
 
-    fn counts(&self) -> TransportCounts {
-        *lock(&self.shared.counts)
+    fn info(&self) -> Arc<dyn TransportInfo> {
+        self.shared.clone()
     }
 
     fn close(self: Box<Self>) -> BoxFuture<'static, CloseReport> {
@@ -230,8 +230,14 @@ impl Transport for MemoryTransport {
         lock(&self.to_peer).take();
         let pending: Vec<_> = lock(&self.shared.pending).drain().collect();
         drop(pending);
-        let counts = self.counts();
+        let counts = self.shared.counts();
         Box::pin(async move { CloseReport::without_process(counts) })
+    }
+}
+
+impl TransportInfo for Shared {
+    fn counts(&self) -> TransportCounts {
+        *lock(&self.counts)
     }
 }
 
@@ -357,8 +363,12 @@ mod tests {
             !peer.answer(&a, empty()),
             "a forgotten request takes no reply"
         );
-        assert_eq!(client.counts().messages, 1);
-        assert_eq!(client.counts().invalid, 1, "the stray reply is counted");
+        assert_eq!(client.info().counts().messages, 1);
+        assert_eq!(
+            client.info().counts().invalid,
+            1,
+            "the stray reply is counted"
+        );
     }
 
     #[tokio::test]

@@ -4,6 +4,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::process::ExitStatus;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -174,6 +175,29 @@ impl fmt::Display for TransportKind {
     }
 }
 
+/// What a transport knows of its server, apart from the channel: what it received, and
+/// where the server is.
+pub trait TransportInfo: fmt::Debug + Send + Sync {
+    /// What the connection received so far.
+    fn counts(&self) -> TransportCounts;
+
+    /// The server's origin (`scheme://host:port`) for a transport that reaches it over a
+    /// network: what the era it speaks is remembered under. `None` for a process of its own.
+    fn origin(&self) -> Option<String> {
+        None
+    }
+
+    /// The server's process id, when this transport started it.
+    fn server_pid(&self) -> Option<u32> {
+        None
+    }
+
+    /// The last lines the server wrote on stderr, when the transport reads them.
+    fn stderr_tail(&self) -> String {
+        String::new()
+    }
+}
+
 /// JSON-RPC between this client and one MCP server.
 ///
 /// Implementations correlate replies to requests by id and never give one request's reply
@@ -214,24 +238,10 @@ pub trait Transport: fmt::Debug + Send + Sync {
     /// with a stream for the server's own messages opens it.
     fn end_setup(&self);
 
-    /// What the connection received so far.
-    fn counts(&self) -> TransportCounts;
-
-    /// The server's origin (`scheme://host:port`) for a transport that reaches it over a
-    /// network: what the era it speaks is remembered under. `None` for a process of its own.
-    fn origin(&self) -> Option<String> {
-        None
-    }
-
-    /// The server's process id, when this transport started it.
-    fn server_pid(&self) -> Option<u32> {
-        None
-    }
-
-    /// The last lines the server wrote on stderr, when the transport reads them.
-    fn stderr_tail(&self) -> String {
-        String::new()
-    }
+    /// What the transport knows of its server, as a handle of its own: it stays readable
+    /// while the transport is used (or after it is closed) without reaching through the
+    /// layers above it.
+    fn info(&self) -> Arc<dyn TransportInfo>;
 
     /// Waits up to `grace` for the server's process to exit and says how it exited: for a
     /// connection found lost, what ended the server. `None` without a process of its own, or

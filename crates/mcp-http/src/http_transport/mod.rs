@@ -21,7 +21,7 @@ pub use config::HttpConfig;
 use crate::error::error_chain;
 use crate::waiting::WaitingRequests;
 use crate::{ConfigProblem, HttpError, ReplyProblem, StreamEnd};
-use maljan_mcp_transport::TransportCounts;
+use maljan_mcp_transport::{TransportCounts, TransportInfo};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const LAST_EVENT_ID: &str = "last-event-id";
@@ -45,6 +45,28 @@ struct SessionState {
     /// Whether the standalone GET stream is open: an answer may then arrive on it.
     listening: AtomicBool,
     waiting: WaitingRequests,
+}
+
+impl std::fmt::Debug for SessionState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The config's own Debug keeps its token out.
+        f.debug_struct("SessionState")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TransportInfo for SessionState {
+    fn counts(&self) -> TransportCounts {
+        *lock(&self.counts)
+    }
+
+    fn origin(&self) -> Option<String> {
+        let url = reqwest::Url::parse(&self.config.url).ok()?;
+        let host = url.host_str()?;
+        let port = url.port_or_known_default()?;
+        Some(format!("{}://{host}:{port}", url.scheme()))
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -189,15 +211,17 @@ impl HttpTransport {
     /// assert_eq!(t.origin().as_deref(), Some("https://example.org:443"));
     /// ```
     pub fn origin(&self) -> Option<String> {
-        let url = reqwest::Url::parse(&self.state.config.url).ok()?;
-        let host = url.host_str()?;
-        let port = url.port_or_known_default()?;
-        Some(format!("{}://{host}:{port}", url.scheme()))
+        self.state.origin()
     }
 
     /// What replies held so far.
     pub fn counts(&self) -> TransportCounts {
-        *lock(&self.state.counts)
+        self.state.counts()
+    }
+
+    /// What the session knows of its server, as a handle of its own.
+    pub(crate) fn session_info(&self) -> Arc<dyn TransportInfo> {
+        self.state.clone()
     }
 
     /// A fresh request id.

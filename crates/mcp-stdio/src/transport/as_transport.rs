@@ -1,6 +1,8 @@
 //! The stdio transport behind the neutral [`Transport`] trait.
 
 use std::process::ExitStatus;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use maljan_mcp_proto::json_writer::request_line;
@@ -8,11 +10,12 @@ use maljan_mcp_proto::jsonrpc::{Message, Notification, Request};
 use maljan_mcp_proto::mcp::ProtocolVersion;
 use maljan_mcp_transport::{
     BoxFuture, CloseReport, OutgoingRequest, PendingReply, Transport, TransportCounts,
-    TransportFailure, TransportKind,
+    TransportFailure, TransportInfo, TransportKind,
 };
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use super::connection_state::{ConnectionState, lock};
 use super::{StdioError, StdioTransport};
 use crate::LineCounts;
 
@@ -39,6 +42,23 @@ impl From<StdioError> for TransportFailure {
             StdioError::NotSent { .. } => TransportFailure::unsent(error),
             _ => TransportFailure::lost(error),
         }
+    }
+}
+
+impl TransportInfo for ConnectionState {
+    fn counts(&self) -> TransportCounts {
+        TransportCounts {
+            unmatched: self.unmatched.load(Ordering::Relaxed),
+            ..(*lock(&self.counts)).into()
+        }
+    }
+
+    fn server_pid(&self) -> Option<u32> {
+        self.child_pid
+    }
+
+    fn stderr_tail(&self) -> String {
+        lock(&self.stderr).text()
     }
 }
 
@@ -105,19 +125,8 @@ impl Transport for StdioTransport {
         self.close_setup_window();
     }
 
-    fn counts(&self) -> TransportCounts {
-        TransportCounts {
-            unmatched: self.unmatched(),
-            ..StdioTransport::counts(self).into()
-        }
-    }
-
-    fn server_pid(&self) -> Option<u32> {
-        StdioTransport::server_pid(self)
-    }
-
-    fn stderr_tail(&self) -> String {
-        StdioTransport::stderr_tail(self)
+    fn info(&self) -> Arc<dyn TransportInfo> {
+        self.shared.clone()
     }
 
     fn wait_exit(&self, grace: Duration) -> BoxFuture<'_, Option<ExitStatus>> {

@@ -63,7 +63,7 @@ const OUTGOING_QUEUE: usize = 64;
 /// Dropping a [`PendingRequest`] forgets the request; a late answer is then ignored.
 #[derive(Debug)]
 pub struct StdioTransport {
-    shared: Arc<ConnectionState>,
+    pub(super) shared: Arc<ConnectionState>,
     grace: Duration,
     max_statements: u64,
     reader: Option<StdoutReader>,
