@@ -219,6 +219,12 @@ impl Job {
         Ok(path)
     }
 
+    /// Forgets every upload made to `server`: a server started again, or given a new
+    /// session, has none of the files its predecessor was sent, so they are sent again.
+    pub(crate) fn forget_uploads(&self, server: &str) {
+        lock(&self.staged).retain(|(to, _), _| to != server);
+    }
+
     /// What a handed-out path is, when it is one.
     pub(crate) fn handed(&self, path: &Path) -> Option<KnownDigest> {
         lock(&self.handed).files.get(path).cloned()

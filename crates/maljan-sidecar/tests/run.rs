@@ -7,8 +7,8 @@ use std::process::Command;
 use std::sync::Arc;
 
 use maljan_client::{
-    CallOptions, ClientSettings, ConnectionContext, Job, Ledger, Pack, PackInfo, ReportBuilder,
-    Run, ServerCommand, ServerConfig, StepOutcome, StepStatus, distinct_failures,
+    CallOptions, ClientSettings, ConnectionContext, EraChoice, Job, Ledger, Pack, PackInfo,
+    ReportBuilder, Run, ServerCommand, ServerConfig, StepOutcome, StepStatus, distinct_failures,
 };
 use maljan_ledger::MemorySink;
 use maljan_staging::{Disclosed, DisclosureOutcome};
@@ -564,4 +564,64 @@ async fn a_run_stopped_during_an_upload_discloses_it_as_interrupted() {
     let markdown = report.to_markdown();
     assert!(markdown.contains("interrupted"), "{markdown}");
     assert!(!markdown.contains("Nothing was uploaded"), "{markdown}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_the_http_server_forgot_gets_a_new_one_and_the_sample_again() {
+    let remote = start_http_sidecar();
+    let mut settings = ClientSettings::default();
+    settings.era = EraChoice::Session;
+    let setup = run_of(
+        &[("readme.txt", b"hello")],
+        vec![ServerConfig::http("remote", &remote.url)],
+        settings,
+    );
+    let sample = setup.job.sample().expect("a sample").path;
+    let arguments = json!({"path": sample.display().to_string()});
+    let options = CallOptions::default().in_step("info");
+    let first = setup
+        .run
+        .call("remote", "file_info", arguments.clone(), &options)
+        .await;
+    assert!(first.is_ok(), "{first:?}");
+
+    // The server restarts: the session the client holds, and the sample it was sent, are
+    // gone. The next call finds 404 on its session before the server ran anything.
+    let remote = remote.restart();
+    let second = setup
+        .run
+        .call("remote", "file_info", arguments, &options)
+        .await;
+    assert!(second.is_ok(), "{second:?}");
+    assert_eq!(second.value["size"], first.value["size"]);
+    assert_eq!(second.value["sha256"], first.value["sha256"]);
+
+    // The sample went to each server once; the call the lost session refused is
+    // ledgered once, when it was made.
+    let uploads = setup.heard.disclosures();
+    assert_eq!(uploads.len(), 2, "{uploads:?}");
+    assert!(
+        uploads
+            .iter()
+            .all(|u| matches!(u.outcome, DisclosureOutcome::Sent { .. }))
+    );
+    let infos = setup
+        .memory
+        .entries()
+        .iter()
+        .filter(|e| e.call.tool == "file_info")
+        .count();
+    assert_eq!(infos, 2);
+
+    let end = setup.run.finish().await;
+    let server = &end.servers[0];
+    assert_eq!(server.restarts, 1, "one new session");
+    assert_eq!(server.losses.len(), 1);
+    assert!(
+        server.losses[0].failure.contains("session expired"),
+        "{}",
+        server.losses[0].failure
+    );
+    assert_eq!(server.losses[0].exit, None, "no process of its own");
+    drop(remote);
 }

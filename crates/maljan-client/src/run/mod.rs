@@ -231,6 +231,7 @@ impl Run {
             if let Ok(slot) = self.slot(server)
                 && let Some(loss) = slot.lost(&connection, &failure.message).await
             {
+                self.job.forget_uploads(server);
                 self.record(&RunEvent::ServerLost {
                     server,
                     loss: &loss,

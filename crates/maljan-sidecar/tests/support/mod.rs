@@ -43,6 +43,16 @@ pub(crate) fn start_http_sidecar_with_envs(
     open_files: Option<u32>,
     envs: &[(&str, &str)],
 ) -> HttpSidecar {
+    serve_http("127.0.0.1:0", args, open_files, envs)
+}
+
+/// The sidecar serving HTTP on `listen`.
+fn serve_http(
+    listen: &str,
+    args: &[&str],
+    open_files: Option<u32>,
+    envs: &[(&str, &str)],
+) -> HttpSidecar {
     let mut command = match open_files {
         Some(limit) => {
             let mut shell = Command::new("sh");
@@ -55,7 +65,7 @@ pub(crate) fn start_http_sidecar_with_envs(
         None => Command::new(SIDECAR),
     };
     let mut child = command
-        .args(["--http", "127.0.0.1:0"])
+        .args(["--http", listen])
         .args(args)
         .envs(envs.iter().copied())
         .stderr(Stdio::piped())
@@ -75,6 +85,15 @@ pub(crate) fn start_http_sidecar_with_envs(
 }
 
 impl HttpSidecar {
+    /// Ends the process and starts a new one on the same address: a server restarted,
+    /// which knows none of the sessions the first one gave.
+    pub(crate) fn restart(mut self) -> HttpSidecar {
+        let addr = self.addr();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        serve_http(&addr.to_string(), &[], None, &[])
+    }
+
     /// Its process id.
     pub(crate) fn pid(&self) -> u32 {
         self.child.id()
