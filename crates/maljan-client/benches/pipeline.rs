@@ -7,7 +7,9 @@
 #![allow(missing_docs)]
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use maljan_client::{ClientSettings, ConnectionContext, ServerConnection, StdioConfig};
+use std::sync::Arc;
+
+use maljan_client::{ClientSettings, ConnectionContext, Ledger, ServerConnection, StdioConfig};
 use maljan_mcp_proto::jsonrpc::{DecodedLine, Message, decode_line};
 use maljan_mcp_proto::mcp::Era;
 use maljan_mcp_stdio::StdioTransport;
@@ -64,10 +66,12 @@ fn bench(c: &mut Criterion) {
     let bare = runtime.block_on(async { in_memory_connection(false) });
     let connected = |modern: bool| {
         runtime.block_on(async {
+            // A ledger without sinks: each call is still made into its entry and numbered.
+            let context = ConnectionContext::default().with_ledger(Arc::new(Ledger::new()));
             let server = ServerConnection::over(
                 in_memory_connection(modern),
                 ClientSettings::default(),
-                ConnectionContext::default(),
+                context,
             );
             let server = server.set_up().await.expect("set up");
             let era = if modern { Era::Stateless } else { Era::Session };
