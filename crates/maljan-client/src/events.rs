@@ -11,7 +11,7 @@ use maljan_ledger::{CallRecord, Ledger};
 use maljan_staging::{Degradation, Disclosure};
 
 use crate::job::TakenFile;
-use crate::run::{ServerLoss, StepOutcome};
+use crate::outcome::{ServerLoss, StepOutcome};
 
 /// Something a run learned.
 #[derive(Debug, Clone, Copy)]

@@ -4,10 +4,12 @@
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 
 use maljan_staging::{ArtefactStore, Origin};
 use serde::Serialize;
+
+use crate::uploads::Uploads;
 
 /// A file a tool named in its answer, and whether the client took it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -68,9 +70,8 @@ pub struct Job {
     dir: PathBuf,
     store: ArtefactStore,
     sample: Mutex<Option<Sample>>,
-    /// (server, canonical local path) → the upload of that file to that server: made once,
-    /// whoever asks first; those who ask meanwhile wait for it.
-    pub(crate) staged: Mutex<HashMap<(String, PathBuf), Arc<StagedUpload>>>,
+    /// What was sent to which server, each file once per server.
+    uploads: Uploads,
     /// The files handed to later steps: path → (size, sha256, who wrote it).
     handed: Mutex<Handed>,
 }
@@ -82,9 +83,6 @@ struct Handed {
     files: HashMap<PathBuf, KnownDigest>,
     next_free: HashMap<PathBuf, u32>,
 }
-
-/// One file's upload to one server: the path it was stored at, or why it failed.
-pub(crate) type StagedUpload = tokio::sync::OnceCell<Result<String, crate::staging::NotStaged>>;
 
 /// What the job knows of a file a step took and handed on: its digest (announced when the
 /// file is uploaded, not hashed again) and where it came from.
@@ -130,7 +128,7 @@ impl Job {
             store: ArtefactStore::open(dir.join("artefacts"))?,
             dir,
             sample: Mutex::default(),
-            staged: Mutex::default(),
+            uploads: Uploads::default(),
             handed: Mutex::default(),
         })
     }
@@ -219,10 +217,11 @@ impl Job {
         Ok(path)
     }
 
-    /// Forgets every upload made to `server`: a server started again, or given a new
-    /// session, has none of the files its predecessor was sent, so they are sent again.
-    pub(crate) fn forget_uploads(&self, server: &str) {
-        lock(&self.staged).retain(|(to, _), _| to != server);
+    /// What was sent to which server. A server started again, or given a new session, has
+    /// none of the files its predecessor was sent: its uploads are forgotten, to be sent
+    /// again.
+    pub(crate) fn uploads(&self) -> &Uploads {
+        &self.uploads
     }
 
     /// What a handed-out path is, when it is one.

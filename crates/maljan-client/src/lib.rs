@@ -40,6 +40,7 @@ mod input_required;
 mod job;
 mod known_eras;
 mod ledgering;
+mod outcome;
 mod pack;
 mod progress;
 mod reach;
@@ -53,6 +54,7 @@ mod taking;
 mod timeout;
 mod tool_calls;
 mod trace;
+mod uploads;
 mod wire;
 
 pub use call::{CallOptions, CallTrace};
@@ -73,15 +75,15 @@ pub use maljan_mcp_proto::untrusted_text::{
 pub use maljan_mcp_stdio::{ServerCommand, StdioConfig};
 pub use maljan_mcp_transport::{CloseReport, StoppedBy, Transport, TransportCounts, TransportInfo};
 pub use maljan_staging::SampleMount;
+pub use outcome::{
+    DistinctFailure, HandedFile, ServerLoss, StepOutcome, StepStatus, distinct_failures,
+};
 pub use pack::{MAX_STEP_TIMEOUT_S, Pack, PackError, PackErrors, Step};
 pub use progress::{ProgressReporter, TransferProgress};
 pub use report::{
     PackInfo, REPORT_SCHEMA_VERSION, ReportBuilder, ReportFiles, RunReport, RunVerdict, SampleInfo,
 };
-pub use run::{
-    Configured, Connector, DistinctFailure, HandedFile, MAX_RESTARTS, Run, RunEnd, ServerLoss,
-    ServerRecord, StepOutcome, StepStatus, Unavailable, distinct_failures,
-};
+pub use run::{Configured, Connector, MAX_RESTARTS, Run, RunEnd, ServerRecord, Unavailable};
 pub use server_connection::{ServerConnection, StartedConnection};
 pub use setup::{ServerSetup, SetupFailure};
 pub use trace::{TraceParent, TraceParentError};

@@ -2,14 +2,14 @@
 //! server elsewhere (uploaded once per server per job, or rewritten through its sample
 //! mount); after a call, [`taking`](crate::taking) brings the files a tool named back.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use maljan_mcp_proto::maljan::{Outcome, ToolAnswer, ToolFailure, is_platform_primitive};
 use maljan_staging::{
     CHUNK_BYTES, Degradation, Disclosed, Disclosure, DisclosureOutcome, Staging, ToolCaller,
-    UploadError, UploadMode, upload, upload_with_digest,
+    UploadMode, upload, upload_with_digest,
 };
 use serde_json::Value;
 
@@ -17,38 +17,10 @@ use crate::call::{CallService, CallTrace, ToolCall};
 use crate::context::ConnectionContext;
 use crate::error::ClientError;
 use crate::events::RunEvent;
+use crate::job::file_name;
 use crate::job::{Job, TakenFile};
-use crate::job::{file_name, lock};
 use crate::reach::ServerReach;
-
-/// Why a file of the job was not staged for a server: the call then goes out with the
-/// local path, and the run says so among its degradations.
-#[derive(Debug, Clone, thiserror::Error)]
-pub(crate) enum NotStaged {
-    /// The server offers no upload primitive.
-    #[error(
-        "server {server} offers neither put_sample nor put_sample_begin/_chunk/_finish, so {} \
-         could not be staged",
-        path.display()
-    )]
-    NoUploadTool {
-        /// The server.
-        server: String,
-        /// The file.
-        path: PathBuf,
-    },
-    /// The upload failed.
-    #[error("uploading {} to {server} failed: {cause}", path.display())]
-    Upload {
-        /// The server.
-        server: String,
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        cause: UploadError,
-    },
-}
+use crate::uploads::NotStaged;
 
 /// The uploads of this process, numbered: the events of one upload name it.
 static UPLOADS: AtomicU64 = AtomicU64::new(0);
@@ -215,8 +187,7 @@ impl<S: CallService> Staged<S> {
         local: &Path,
         step: Option<&str>,
     ) -> Result<String, NotStaged> {
-        let key = (self.place.server.clone(), local.to_owned());
-        let upload = lock(&job.staged).entry(key).or_default().clone();
+        let upload = job.uploads().of(&self.place.server, local);
         upload
             .get_or_init(|| self.upload_file(job, local, step))
             .await

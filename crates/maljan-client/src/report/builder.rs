@@ -10,8 +10,9 @@ use maljan_staging::{Degradation, Disclosure};
 use super::{REPORT_SCHEMA_VERSION, RunReport, RunVerdict, SampleInfo, v1};
 use crate::events::{Recorder, RunEvent};
 use crate::job::{Job, TakenFile, lock};
+use crate::outcome::{StepOutcome, distinct_failures};
 use crate::report::PackInfo;
-use crate::run::{RunEnd, StepOutcome, distinct_failures};
+use crate::run::RunEnd;
 
 /// Folds a run's events into its report. Give a run (or a connection's context) an
 /// `Arc` of it as a recorder; once the run is finished, [`report`](Self::report) makes the

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 pub use builder::ReportBuilder;
 pub use v1::{PackInfo, RunVerdict, SampleInfo};
 
-use crate::run::{StepOutcome, StepStatus};
+use crate::outcome::{StepOutcome, StepStatus};
 
 /// The version of `report.json`'s schema (documented in the workspace README).
 pub const REPORT_SCHEMA_VERSION: u32 = v1::VERSION;

@@ -1,7 +1,6 @@
 //! A run: one job across every configured server.
 
 mod connector;
-mod outcome;
 mod resolve;
 mod schedule;
 mod servers;
@@ -16,8 +15,7 @@ use maljan_mcp_proto::maljan::{ErrorCode, ToolAnswer};
 use serde_json::Value;
 
 pub use connector::{Configured, Connector};
-pub use outcome::{DistinctFailure, HandedFile, StepOutcome, StepStatus, distinct_failures};
-pub use servers::{MAX_RESTARTS, ServerLoss, ServerRecord, Unavailable};
+pub use servers::{MAX_RESTARTS, ServerRecord, Unavailable};
 
 use crate::call::{CallOptions, CallTrace};
 use crate::config::{ClientSettings, ServerConfig};
@@ -231,7 +229,7 @@ impl Run {
             if let Ok(slot) = self.slot(server)
                 && let Some(loss) = slot.lost(&connection, &failure.message).await
             {
-                self.job.forget_uploads(server);
+                self.job.uploads().forget(server);
                 self.record(&RunEvent::ServerLost {
                     server,
                     loss: &loss,

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::HandedFile;
 use crate::job::Job;
+use crate::outcome::HandedFile;
 use crate::pack::Step;
 use crate::pack::reference::OutputReference;
 use crate::pack::template::Template;

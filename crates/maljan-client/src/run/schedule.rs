@@ -10,9 +10,9 @@ use std::collections::{HashMap, VecDeque};
 
 use maljan_mcp_proto::maljan::{ErrorCode, ToolFailure};
 
-use super::outcome::{StepOutcome, StepStatus};
 use super::resolve::{EarlierStep, Instance, NotRun, instances};
 use crate::job::Job;
+use crate::outcome::{StepOutcome, StepStatus};
 use crate::pack::{Pack, Step};
 
 /// What the scheduler says to do.
@@ -174,7 +174,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::run::outcome::HandedFile;
+    use crate::outcome::HandedFile;
 
     const PACK: &str = r#"
 [[step]]

@@ -2,7 +2,6 @@
 //! across the run's calls, a server whose connection was lost (a stdio server that died, an
 //! HTTP session the server ended) connected again a bounded number of times.
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,6 +13,7 @@ use crate::card::ServerCard;
 use crate::config::{ClientSettings, ServerConfig};
 use crate::context::ConnectionContext;
 use crate::error::ClientError;
+use crate::outcome::ServerLoss;
 use crate::server_connection::ServerConnection;
 
 /// How many times a run connects a server again after its connection was lost: a stdio
@@ -58,32 +58,6 @@ pub enum Unavailable {
         /// The last loss.
         last: ServerLoss,
     },
-}
-
-/// A connection a run lost: what ended it, and for a process, how the process ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ServerLoss {
-    /// How the server's process ended (`exit status: 3`, `signal: 9 (SIGKILL)`), when it had
-    /// one and it ended.
-    pub exit: Option<String>,
-    /// The failure of the call that found the connection lost.
-    pub failure: String,
-    /// The last lines the server wrote on stderr.
-    pub stderr_tail: String,
-}
-
-impl fmt::Display for ServerLoss {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.exit {
-            Some(exit) => write!(f, "it ended with {exit} ({})", self.failure)?,
-            None => f.write_str(&self.failure)?,
-        }
-        match self.stderr_tail.lines().last() {
-            Some(line) => write!(f, "; its last stderr line: {line}"),
-            None => Ok(()),
-        }
-    }
 }
 
 /// One configured server of a run.

@@ -14,12 +14,13 @@ use maljan_mcp_proto::maljan::{ErrorCode, Outcome, ToolAnswer, ToolFailure};
 use maljan_staging::Origin;
 use serde_json::Value;
 
+use super::Run;
 use super::resolve::Instance;
 use super::schedule::{Next, Scheduler};
-use super::{HandedFile, Run, StepOutcome, StepStatus};
 use crate::call::CallOptions;
 use crate::events::RunEvent;
 use crate::job::TakenFile;
+use crate::outcome::{HandedFile, StepOutcome, StepStatus};
 use crate::pack::{Pack, PackErrors, Step};
 
 impl Run {

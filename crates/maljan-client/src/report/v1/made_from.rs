@@ -12,7 +12,7 @@ use super::{
 };
 use crate::card::{CardTool, ServerCard};
 use crate::job::TakenFile;
-use crate::run::{ServerLoss, StepOutcome};
+use crate::outcome::{ServerLoss, StepOutcome};
 
 impl From<&ToolFailure> for Failure {
     fn from(failure: &ToolFailure) -> Self {
@@ -24,8 +24,8 @@ impl From<&ToolFailure> for Failure {
     }
 }
 
-impl From<&crate::run::DistinctFailure> for DistinctFailure {
-    fn from(failure: &crate::run::DistinctFailure) -> Self {
+impl From<&crate::outcome::DistinctFailure> for DistinctFailure {
+    fn from(failure: &crate::outcome::DistinctFailure) -> Self {
         DistinctFailure {
             server: failure.server.clone(),
             failure: Failure::from(&failure.failure),
@@ -124,14 +124,14 @@ impl From<&crate::run::ServerRecord> for Server {
     }
 }
 
-impl From<&crate::run::StepStatus> for StepStatus {
-    fn from(status: &crate::run::StepStatus) -> Self {
+impl From<&crate::outcome::StepStatus> for StepStatus {
+    fn from(status: &crate::outcome::StepStatus) -> Self {
         match status {
-            crate::run::StepStatus::Completed => StepStatus::Completed,
-            crate::run::StepStatus::Failed { failure } => StepStatus::Failed {
+            crate::outcome::StepStatus::Completed => StepStatus::Completed,
+            crate::outcome::StepStatus::Failed { failure } => StepStatus::Failed {
                 failure: failure.into(),
             },
-            crate::run::StepStatus::Skipped { reason } => StepStatus::Skipped {
+            crate::outcome::StepStatus::Skipped { reason } => StepStatus::Skipped {
                 reason: reason.clone(),
             },
         }

@@ -1,6 +1,8 @@
-//! What a run's steps came to.
+//! What a run's steps came to and what ended its servers' connections: the vocabulary of
+//! its events, below the run that produces them and the recorders that hear them.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::path::PathBuf;
 
 use maljan_ledger::message_shape;
@@ -166,6 +168,32 @@ pub fn distinct_failures(outcomes: &[StepOutcome]) -> Vec<DistinctFailure> {
         }
     }
     distinct
+}
+
+/// A connection a run lost: what ended it, and for a process, how the process ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ServerLoss {
+    /// How the server's process ended (`exit status: 3`, `signal: 9 (SIGKILL)`), when it had
+    /// one and it ended.
+    pub exit: Option<String>,
+    /// The failure of the call that found the connection lost.
+    pub failure: String,
+    /// The last lines the server wrote on stderr.
+    pub stderr_tail: String,
+}
+
+impl fmt::Display for ServerLoss {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.exit {
+            Some(exit) => write!(f, "it ended with {exit} ({})", self.failure)?,
+            None => f.write_str(&self.failure)?,
+        }
+        match self.stderr_tail.lines().last() {
+            Some(line) => write!(f, "; its last stderr line: {line}"),
+            None => Ok(()),
+        }
+    }
 }
 
 #[cfg(test)]
