@@ -9,7 +9,7 @@ use maljan_mcp_proto::maljan::{ErrorCode, ToolAnswer, ToolFailure};
 use maljan_mcp_proto::mcp::ProtocolVersion;
 use serde_json::Value;
 
-use crate::call::{CallService, CallTrace, ToolCall};
+use crate::call::{CallService, CallTrace, ToolCall, not_an_object};
 use crate::events::{Recorders, RunEvent};
 
 /// Strings longer than this are recorded in the ledger by their length only: file chunks
@@ -104,7 +104,7 @@ impl<S> Ledgered<S> {
     }
 
     /// Records a call refused before it was sent, and returns its failed answer.
-    pub(crate) fn refuse(&self, call: &ToolCall, failure: ToolFailure) -> ToolAnswer {
+    fn refuse(&self, call: &ToolCall, failure: ToolFailure) -> ToolAnswer {
         let answer = ToolAnswer::failed(failure);
         if let Some(start) = self.start(call) {
             self.record(start, &answer, std::time::Duration::ZERO);
@@ -140,6 +140,11 @@ impl<S> Ledgered<S> {
 
 impl<S: CallService> CallService for Ledgered<S> {
     async fn call(&self, call: ToolCall) -> CallTrace {
+        // Arguments that are not an object never take a slot under the cap: they are
+        // refused here, and ledgered as refused.
+        if !matches!(call.arguments, Value::Object(_) | Value::Null) {
+            return CallTrace::of(self.refuse(&call, not_an_object(&call.arguments)));
+        }
         // What the ledger keeps is taken first; the arguments then move into the call.
         let start = self.start(&call);
         let resent_if_unsent = call.resend_unsent;
@@ -247,7 +252,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_call_refused_before_it_was_sent_is_recorded_too() {
+    async fn arguments_that_are_not_an_object_are_refused_here_and_recorded() {
         let memory = MemorySink::default();
         let ledgered = Ledgered::new(
             Scripted::new(ok),
@@ -256,12 +261,9 @@ mod tests {
             recording_to(&memory),
             CallScope::default(),
         );
-        let call = ToolCall::new("t", json!(7));
-        let answer = ledgered.refuse(
-            &call,
-            ToolFailure::new(ErrorCode::BadArgument, "not an object", None),
-        );
-        assert!(!answer.is_ok());
+        let called = ledgered.call(ToolCall::new("t", json!([7]))).await;
+        assert!(!called.answer.is_ok());
+        assert!(!called.written);
         assert!(ledgered.get_ref().calls().is_empty(), "nothing went below");
         let entries = memory.entries();
         assert_eq!(entries.len(), 1);

@@ -19,7 +19,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::admission::Admitted;
-use crate::call::{CallOptions, CallService, CallTrace, ToolCall, not_an_object};
+use crate::call::{CallOptions, CallService, CallTrace, ToolCall};
 use crate::card::ServerCard;
 use crate::config::{ClientSettings, EraChoice, ServerConfig, ServerTransport};
 use crate::context::ConnectionContext;
@@ -117,6 +117,8 @@ pub struct ServerConnection {
     notifications: Option<mpsc::Receiver<Notification>>,
     setup: ServerSetup,
     trace: Option<TraceParent>,
+    /// How long a call to a tool without a `timeout_s` of its own waits.
+    default_wait: Duration,
 }
 
 impl ToolCaller for ServerConnection {
@@ -234,6 +236,7 @@ impl StartedConnection {
             notifications,
             setup,
             trace,
+            default_wait: settings.default_timeout,
         })
     }
 
@@ -376,7 +379,7 @@ impl ServerConnection {
 
     /// How long a call to `tool` waits: the manifest's `timeout_s`, else the default.
     pub fn timeout_for(&self, tool: &str) -> Duration {
-        self.stack.get_ref().get_ref().get_ref().wait_for(tool)
+        self.setup.tool_wait(tool).unwrap_or(self.default_wait)
     }
 
     /// Calls a tool through the whole stack with the default options and reads its answer
@@ -422,15 +425,10 @@ impl ServerConnection {
                 known: self.model_tools().iter().map(|t| t.name.clone()).collect(),
             });
         }
-        let call = self.call_of(tool, arguments, options);
-        if !matches!(call.arguments, Value::Object(_) | Value::Null) {
-            let refused = self
-                .stack
-                .get_ref()
-                .refuse(&call, not_an_object(&call.arguments));
-            return Ok(CallTrace::of(refused));
-        }
-        Ok(self.stack.call(call).await)
+        Ok(self
+            .stack
+            .call(self.call_of(tool, arguments, options))
+            .await)
     }
 
     /// The call `options` make of `tool` with `arguments`: its step, wait, trace and

@@ -51,17 +51,17 @@ pub struct ServerSetup {
 impl ServerSetup {
     /// Each tool's own timeout, from the manifest's `timeout_s` (finite and positive).
     pub(crate) fn tool_waits(&self) -> HashMap<String, Duration> {
-        let Some(manifest) = &self.manifest else {
-            return HashMap::new();
-        };
         self.tools
             .iter()
-            .filter_map(|tool| {
-                let seconds = manifest.tool(&tool.name)?.timeout_s?;
-                (seconds.is_finite() && seconds > 0.0)
-                    .then(|| (tool.name.clone(), Duration::from_secs_f64(seconds)))
-            })
+            .filter_map(|tool| Some((tool.name.clone(), self.tool_wait(&tool.name)?)))
             .collect()
+    }
+
+    /// `tool`'s own timeout, from the manifest's `timeout_s` (finite and positive), when it
+    /// has one.
+    pub(crate) fn tool_wait(&self, tool: &str) -> Option<Duration> {
+        let seconds = self.manifest.as_ref()?.tool(tool)?.timeout_s?;
+        (seconds.is_finite() && seconds > 0.0).then(|| Duration::from_secs_f64(seconds))
     }
 }
 
