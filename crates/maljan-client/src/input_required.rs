@@ -96,10 +96,13 @@ impl<R: RequestService> RequestService for AnsweringInput<R> {
         if !answerable {
             return self.inner.request(request, wait, cancellable).await;
         }
-        let (method, params, _) = request.into_parts();
-        let mut params = params.unwrap_or(Value::Null);
+        // The first round sends the request as it came; its params are kept for the next.
+        let mut params = request.params().cloned().unwrap_or(Value::Null);
+        let mut first = Some(request);
         for round in 0..=MAX_INPUT_ROUNDS {
-            let request = OutgoingRequest::new(method.clone(), Some(params.clone()));
+            let request = first
+                .take()
+                .unwrap_or_else(|| OutgoingRequest::new(methods::TOOLS_CALL, Some(params.clone())));
             let reply = match self.inner.request(request, wait, cancellable).await {
                 Ok(reply) => reply,
                 // Once the call was written, a later round lost before it was written is

@@ -173,7 +173,7 @@ impl Transport for MemoryTransport {
                 .map_err(TransportFailure::lost)?;
             self.send(Message::Request(Request {
                 id: id.clone(),
-                method,
+                method: method.into_owned(),
                 params,
             }))?;
             let shared = self.shared.clone();

@@ -1,5 +1,6 @@
 //! The transport trait: JSON-RPC to one server, whatever carries it.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -35,7 +36,7 @@ pub type EndsSetup = fn(&RawValue) -> bool;
 /// ```
 #[derive(Debug, Clone)]
 pub struct OutgoingRequest {
-    method: String,
+    method: Cow<'static, str>,
     params: Option<Value>,
     ends_setup: Option<EndsSetup>,
     stateless_version: Option<ProtocolVersion>,
@@ -44,7 +45,7 @@ pub struct OutgoingRequest {
 impl OutgoingRequest {
     /// A request for `method`; `params` is written straight into the request's line or body
     /// (large arguments are neither escaped byte by byte nor copied first).
-    pub fn new(method: impl Into<String>, params: Option<Value>) -> Self {
+    pub fn new(method: impl Into<Cow<'static, str>>, params: Option<Value>) -> Self {
         OutgoingRequest {
             method: method.into(),
             params,
@@ -97,7 +98,7 @@ impl OutgoingRequest {
     }
 
     /// The method, params and setup rule, taken apart.
-    pub fn into_parts(self) -> (String, Option<Value>, Option<EndsSetup>) {
+    pub fn into_parts(self) -> (Cow<'static, str>, Option<Value>, Option<EndsSetup>) {
         (self.method, self.params, self.ends_setup)
     }
 }

@@ -84,7 +84,7 @@ impl Transport for StdioTransport {
                     Some(params) => request_line(id, &method, &params),
                     None => Message::Request(Request {
                         id: id.clone(),
-                        method,
+                        method: method.into_owned(),
                         params: None,
                     })
                     .to_line(),
