@@ -57,9 +57,12 @@ impl ConnectionContext {
         &self.known_eras
     }
 
-    /// Calls recorded in `ledger`: it is one of the context's recorders.
-    pub fn with_ledger(self, ledger: Arc<Ledger>) -> Self {
-        self.recording_to(ledger)
+    /// Calls recorded in `ledger`. Each call's record is given to it after the context's
+    /// recorders heard of it ([`RunEvent::CallMade`]): the record is not copied for it, as
+    /// it would be for a ledger added with [`recording_to`](Self::recording_to).
+    pub fn with_ledger(mut self, ledger: Arc<Ledger>) -> Self {
+        self.recorders.push_ledger(ledger);
+        self
     }
 
     /// `recorder` hears what the connections do ([`RunEvent`]): each call made, each file

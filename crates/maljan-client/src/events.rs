@@ -99,41 +99,71 @@ impl<R: Recorder + ?Sized> Recorder for Arc<R> {
 /// silently, and never fails the call.
 impl Recorder for Ledger {
     fn record(&self, event: &RunEvent<'_>) {
-        if let RunEvent::CallMade(call) = event
-            && let Err(e) = Ledger::record(self, (*call).clone())
-        {
-            tracing::error!(
-                server = call.server,
-                tool = call.tool,
-                "the call was made but not ledgered: {e}"
-            );
+        if let RunEvent::CallMade(call) = event {
+            keep(self, (*call).clone());
         }
     }
 }
 
+/// Writes `call` into `ledger`, logging a failure.
+fn keep(ledger: &Ledger, call: CallRecord) {
+    let (server, tool) = (call.server.clone(), call.tool.clone());
+    if let Err(e) = ledger.record(call) {
+        tracing::error!(server, tool, "the call was made but not ledgered: {e}");
+    }
+}
+
 /// The recorders of a run or a connection: shared by the clones of its context.
+///
+/// Ledgers given as ledgers ([`ConnectionContext::with_ledger`]) are kept apart: a call's
+/// record is lent to the other recorders, then given to the ledger, not copied for it.
+///
+/// [`ConnectionContext::with_ledger`]: crate::ConnectionContext::with_ledger
 #[derive(Clone, Default)]
-pub(crate) struct Recorders(Vec<Arc<dyn Recorder>>);
+pub(crate) struct Recorders {
+    recorders: Vec<Arc<dyn Recorder>>,
+    ledgers: Vec<Arc<Ledger>>,
+}
 
 impl Recorders {
     pub(crate) fn push(&mut self, recorder: Arc<dyn Recorder>) {
-        self.0.push(recorder);
+        self.recorders.push(recorder);
+    }
+
+    pub(crate) fn push_ledger(&mut self, ledger: Arc<Ledger>) {
+        self.ledgers.push(ledger);
     }
 
     /// Whether anyone listens: a layer that would build an event for no one does not.
     pub(crate) fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.recorders.is_empty() && self.ledgers.is_empty()
     }
 
     pub(crate) fn record(&self, event: &RunEvent<'_>) {
-        for recorder in &self.0 {
+        for recorder in &self.recorders {
             recorder.record(event);
+        }
+    }
+
+    /// Tells the recorders that `call` was made, then gives it to the ledgers.
+    pub(crate) fn record_call(&self, call: CallRecord) {
+        self.record(&RunEvent::CallMade(&call));
+        if let Some((last, others)) = self.ledgers.split_last() {
+            for ledger in others {
+                keep(ledger, call.clone());
+            }
+            keep(last, call);
         }
     }
 }
 
 impl fmt::Debug for Recorders {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} recorders", self.0.len())
+        write!(
+            f,
+            "{} recorders, {} ledgers",
+            self.recorders.len(),
+            self.ledgers.len()
+        )
     }
 }

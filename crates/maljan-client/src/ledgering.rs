@@ -1,6 +1,7 @@
 //! The ledger layer: every call that reaches it is told to the recorders as the ledger
-//! keeps it ([`RunEvent::CallMade`]), whatever happened to it (strings over 64 KiB, such
-//! as file chunks, by their length only). The ledger is one of those recorders.
+//! keeps it ([`RunEvent::CallMade`](crate::events::RunEvent::CallMade)), whatever happened
+//! to it (strings over 64 KiB, such as file chunks, by their length only), and then given
+//! to the ledgers.
 
 use std::time::{Instant, SystemTime};
 
@@ -10,7 +11,7 @@ use maljan_mcp_proto::mcp::ProtocolVersion;
 use serde_json::Value;
 
 use crate::call::{CallService, CallTrace, ToolCall, not_an_object};
-use crate::events::{Recorders, RunEvent};
+use crate::events::Recorders;
 
 /// Strings longer than this are recorded in the ledger by their length only: file chunks
 /// in base64 would otherwise fill it.
@@ -129,7 +130,7 @@ impl<S> Ledgered<S> {
             duration: start.start.elapsed(),
             queued,
         };
-        self.recorders.record(&RunEvent::CallMade(&record));
+        self.recorders.record_call(record);
     }
 
     /// What the ledger keeps of `call` as it goes out, when anyone listens.
@@ -178,7 +179,7 @@ mod tests {
 
     fn recording_to(memory: &MemorySink) -> Recorders {
         let mut recorders = Recorders::default();
-        recorders.push(Arc::new(Ledger::from(memory.clone())));
+        recorders.push_ledger(Arc::new(Ledger::from(memory.clone())));
         recorders
     }
 
