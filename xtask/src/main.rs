@@ -87,6 +87,20 @@ fn ci() -> Result<(), String> {
         ],
         &[],
     )?;
+    // The breaker's sans-IO core alone: no tokio, no dependency at all.
+    cargo(
+        &[
+            "clippy",
+            "-p",
+            "maljan-breaker",
+            "--no-default-features",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ],
+        &[],
+    )?;
     cargo(&["test", "--workspace", "--no-fail-fast"], &[])?;
     cargo(
         &["doc", "--workspace", "--no-deps"],

@@ -1,8 +1,7 @@
 //! The breaker's and the cap's settings, as a configuration names them.
 
+use std::fmt;
 use std::time::Duration;
-
-use serde::Deserialize;
 
 /// The breaker's and the cap's settings, under the keys `core.mcp.breaker.*`.
 ///
@@ -14,8 +13,12 @@ use serde::Deserialize;
 /// assert_eq!(settings.rest(), std::time::Duration::from_secs(5));
 /// assert!(settings.set("core.mcp.breaker.rest", 5).is_err());
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize),
+    serde(default, deny_unknown_fields)
+)]
 pub struct BreakerSettings {
     /// `core.mcp.breaker.max_concurrent_calls`: calls in flight per server (4).
     pub max_concurrent_calls: u32,
@@ -36,19 +39,33 @@ impl Default for BreakerSettings {
 }
 
 /// A key that is not one of the breaker's, or a value out of range.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+///
+/// Its `Display` is written out rather than derived so that the sans-IO core depends on no
+/// crate at all.
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SettingError {
     /// Not a breaker key.
-    #[error(
-        "{0:?} is not a breaker setting; the keys are core.mcp.breaker.max_concurrent_calls, \
-         core.mcp.breaker.unanswered_threshold and core.mcp.breaker.rest_s"
-    )]
     UnknownKey(String),
     /// Zero where at least one is needed.
-    #[error("{0} must be at least 1")]
     Zero(&'static str),
 }
+
+impl fmt::Display for SettingError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SettingError::UnknownKey(key) => write!(
+                f,
+                "{key:?} is not a breaker setting; the keys are \
+                 core.mcp.breaker.max_concurrent_calls, core.mcp.breaker.unanswered_threshold \
+                 and core.mcp.breaker.rest_s"
+            ),
+            SettingError::Zero(key) => write!(f, "{key} must be at least 1"),
+        }
+    }
+}
+
+impl std::error::Error for SettingError {}
 
 impl BreakerSettings {
     /// The key of the concurrency cap.

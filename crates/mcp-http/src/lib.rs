@@ -31,7 +31,10 @@ pub use http_transport::{HttpConfig, HttpTransport};
 pub use redact::redact_credentials;
 pub use sse::{DEFAULT_MAX_EVENT_BYTES, SseEvent, SseItem, SseParser};
 
-/// Entry points for fuzzing and for replaying fuzz corpora in tests.
+// Not public API: the fuzz targets' and corpus replays' entry points, behind a feature of
+// their own so that a user never sees them.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
 pub mod fuzzing {
     use crate::{SseItem, SseParser};
 

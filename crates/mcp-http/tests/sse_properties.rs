@@ -1,4 +1,4 @@
-//! Properties of the SSE parser, and its fuzz corpus replayed.
+//! Properties of the SSE parser.
 
 use maljan_mcp_http::{SseEvent, SseItem, SseParser};
 use proptest::prelude::*;
@@ -82,16 +82,4 @@ proptest! {
             }
         }
     }
-}
-
-#[test]
-fn the_sse_corpus_replays_without_a_broken_invariant() {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/corpus/sse");
-    let mut replayed = 0;
-    for entry in std::fs::read_dir(dir).expect("the corpus is committed") {
-        let data = std::fs::read(entry.expect("an entry").path()).expect("readable");
-        maljan_mcp_http::fuzzing::parse_sse(&data);
-        replayed += 1;
-    }
-    assert!(replayed >= 5, "only {replayed} corpus entries in {dir}");
 }

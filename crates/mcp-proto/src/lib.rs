@@ -25,6 +25,10 @@
 //! Decoding holds the whole line in memory; the transport bounds the line length.
 //! Request ids are strings or 64-bit signed integers.
 
+// Not public API: the fuzz targets' and corpus replays' entry points, behind a feature of
+// their own so that a user never sees them.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
 pub mod fuzzing;
 pub mod json_writer;
 pub mod jsonrpc;

@@ -37,6 +37,10 @@
 //! spawning anything; call [`StdioTransport::close`] for an orderly shutdown.
 
 mod classifier;
+// Not public API: the fuzz targets' and corpus replays' entry points, behind a feature of
+// their own so that a user never sees them.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
 pub mod fuzzing;
 #[cfg(feature = "transport")]
 mod transport;
