@@ -8,9 +8,9 @@ use std::time::Duration;
 use maljan_mcp_proto::jsonrpc::Reply;
 use maljan_mcp_proto::maljan::{CapabilityManifest, ToolFailure};
 use maljan_mcp_proto::mcp::{
-    DiscoverResult, Era, EraVerdict, Implementation, InitializeParams, InitializeResult,
-    ListToolsParams, ListToolsResult, NoCommonGround, ProtocolVersion, ServerRequestPolicy, Tool,
-    UnsupportedVersion, methods, read_discover_answer, stateless_meta,
+    DiscoverResult, EndlessToolList, Era, EraProbe, Implementation, InitializeParams,
+    InitializeResult, ListToolsResult, NoCommonGround, ProbeStep, ProtocolVersion,
+    ServerRequestPolicy, Tool, ToolPages, UnsupportedVersion, methods, stateless_meta,
 };
 use maljan_mcp_transport::{OutgoingRequest, TransportFailure};
 use serde::Serialize;
@@ -213,39 +213,26 @@ async fn discover(
     }
 }
 
-/// Finds the server's era by the digest's rules: `server/discover` first; a discover result
-/// with a stateless version of ours, or a recognized stateless-era error, is stateless
-/// (`-32022` is asked again, once, with the version it lists); any other answer, or none,
-/// means a server with sessions: `Ok(None)`.
+/// Finds the server's era by the digest's rules ([`EraProbe`]): `server/discover` first; a
+/// discover result with a stateless version of ours, or a recognized stateless-era error, is
+/// stateless (`-32022` is asked again, once, with the version it lists); any other answer,
+/// or none, means a server with sessions: `Ok(None)`.
 async fn probe(
     wire: &Timeout,
     plan: &SetupPlan<'_>,
 ) -> Result<Option<DiscoverResult>, StepFailure> {
-    let mut version = ProtocolVersion::newest_of(Era::Stateless);
-    for attempt in 0..2 {
-        let answer = discover(wire, plan, version).await?;
-        match read_discover_answer(answer.as_ref()) {
-            EraVerdict::Stateless(result) => return Ok(Some(result)),
-            EraVerdict::RetryWith(listed) if attempt == 0 => {
-                // The reader retries only with a stateless version of ours.
-                match ProtocolVersion::parse(&listed) {
-                    Some(ours) => version = ours,
-                    None => break,
-                }
-            }
-            EraVerdict::RetryWith(_) => break,
-            EraVerdict::Unusable(why) => {
+    let mut probe = EraProbe::new();
+    loop {
+        let answer = discover(wire, plan, probe.version()).await?;
+        match probe.handle_answer(answer.as_ref()) {
+            ProbeStep::Ask(_) => {}
+            ProbeStep::Stateless(result) => return Ok(Some(result)),
+            ProbeStep::Unusable(why) => {
                 return Err((methods::SERVER_DISCOVER, SetupFailure::Unusable(why)));
             }
             _ => return Ok(None),
         }
     }
-    Err((
-        methods::SERVER_DISCOVER,
-        SetupFailure::Unusable(NoCommonGround::ListedVersionRefused(
-            version.as_str().to_owned(),
-        )),
-    ))
 }
 
 /// The legacy era's handshake: `initialize`, then `notifications/initialized`.
@@ -344,30 +331,21 @@ async fn list_tools(
     let wire = calls.get_ref();
     let transport = wire.transport();
     let wait = plan.wait;
-    let mut tools = Vec::new();
-    let mut cursor = None;
-    for _ in 0..MAX_TOOL_PAGES {
-        let request = OutgoingRequest::new(
-            methods::TOOLS_LIST,
-            params(&ListToolsParams {
-                cursor: cursor.take(),
-            }),
-        )
-        .ending_setup(last_tools_page);
+    let mut pages = ToolPages::new(MAX_TOOL_PAGES);
+    loop {
+        let request = OutgoingRequest::new(methods::TOOLS_LIST, params(&pages.next_params()))
+            .ending_setup(last_tools_page);
         let page: ListToolsResult =
             step(methods::TOOLS_LIST, wire, request, wait, "a tool list").await?;
-        tools.extend(page.tools);
-        match page.next_cursor {
-            None => break,
-            Some(next) => cursor = Some(next),
+        match pages.handle_page(page) {
+            Ok(true) => break,
+            Ok(false) => {}
+            Err(EndlessToolList(pages)) => {
+                return Err((methods::TOOLS_LIST, SetupFailure::EndlessToolList(pages)));
+            }
         }
     }
-    if cursor.is_some() {
-        return Err((
-            methods::TOOLS_LIST,
-            SetupFailure::EndlessToolList(MAX_TOOL_PAGES),
-        ));
-    }
+    let tools = pages.into_tools();
     // The window closes on the last page's answer; this makes sure of it (and opens the
     // stream of the server's own messages where the transport has one).
     transport.end_setup();

@@ -50,6 +50,8 @@ pub use classifier::{
     Excerpt, LineClassifier, LineCounts, ReadTarget, SetupWindow,
 };
 #[cfg(feature = "transport")]
+pub use maljan_mcp_transport::session::{Session, SessionError, SessionSettings};
+#[cfg(feature = "transport")]
 pub use transport::{
     CloseReport, EndsSetup, LostBecause, PendingRequest, Reply, STDERR_TAIL_BYTES,
     STDERR_TAIL_LINES, ServerCommand, SpawnError, StdioConfig, StdioError, StdioTransport,

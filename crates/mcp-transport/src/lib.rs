@@ -35,6 +35,7 @@
 mod failure;
 pub mod memory;
 mod report;
+pub mod session;
 mod transport;
 
 pub use failure::TransportFailure;

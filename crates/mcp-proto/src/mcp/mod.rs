@@ -8,6 +8,7 @@ pub mod methods;
 mod modern_wire;
 mod notifications;
 mod server_requests;
+mod setup_steps;
 mod tools;
 mod version;
 
@@ -20,6 +21,7 @@ pub use lifecycle::{Implementation, InitializeParams, InitializeResult};
 pub use modern_wire::{decode_header_value, encode_header_value, headers, meta_keys};
 pub use notifications::{CancelledParams, LoggingMessageParams, ProgressParams};
 pub use server_requests::{ClientRoot, ElicitationPolicy, ServerRequestPolicy};
+pub use setup_steps::{EndlessToolList, EraProbe, ProbeStep, ToolPages};
 pub use tools::{
     CallToolParams, CallToolResult, ContentBlock, EmbeddedResource, ListToolsParams,
     ListToolsResult, Tool,
