@@ -138,7 +138,7 @@ impl<R: RequestService> RequestService for Stamped<R> {
 /// must be unguessable, so there is no fallback).
 fn new_job_key() -> Option<JobKey> {
     let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).ok()?;
+    getrandom::getrandom(&mut bytes).ok()?;
     Some(JobKey::from_random(bytes))
 }
 

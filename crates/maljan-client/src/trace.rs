@@ -43,7 +43,7 @@ pub struct TraceParentError {
 /// stretched over them (a trace id need be unique, not secret).
 fn random<const N: usize>() -> [u8; N] {
     let mut bytes = [0u8; N];
-    if getrandom::fill(&mut bytes).is_err() {
+    if getrandom::getrandom(&mut bytes).is_err() {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
