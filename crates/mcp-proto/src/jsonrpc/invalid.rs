@@ -56,62 +56,44 @@ impl fmt::Display for JsonKind {
 ///
 /// The `Display` text is the reason a user reads: `id is null`, `both result and error`,
 /// `jsonrpc is "1.0"`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum InvalidReason {
     /// The line begins like a protocol message and mentions `"jsonrpc"` but is not valid JSON.
-    #[error("not valid JSON: {0}")]
     NotJson(String),
     /// `jsonrpc` is present but is not the string `"2.0"`.
-    #[error("jsonrpc is {0}")]
     WrongVersion(String),
     /// A member appears twice.
-    #[error("member {0} appears twice")]
     DuplicateMember(&'static str),
     /// `id` is `null`.
-    #[error("id is null")]
     NullId,
     /// `id` is neither a string nor an integer.
-    #[error("id is {0}, not a string or an integer")]
     IdKind(JsonKind),
     /// `id` is an integer outside the 64-bit range.
-    #[error("id is an integer outside the 64-bit range")]
     IdOutOfRange,
     /// `method` is not a string.
-    #[error("method is {0}, not a string")]
     MethodKind(JsonKind),
     /// `params` is neither an object nor an array.
-    #[error("params is {0}, not an object or an array")]
     ParamsKind(JsonKind),
     /// A message with `method` also carries `result` or `error`.
-    #[error("a message with method also has {0}")]
     MethodAndResponse(&'static str),
     /// A response has both `result` and `error`.
-    #[error("both result and error")]
     ResultAndError,
     /// A result response without an id.
-    #[error("result without id")]
     ResultWithoutId,
     /// The object has `jsonrpc` but none of `method`, `result`, `error`.
-    #[error("none of method, result or error")]
     NoMethodResultOrError,
     /// `error` is not an object.
-    #[error("error is {0}, not an object")]
     ErrorKind(JsonKind),
     /// `error.code` is missing or not an integer.
-    #[error("error.code is {0}, not an integer")]
     ErrorCodeKind(String),
     /// `error.message` is missing or not a string.
-    #[error("error.message is {0}, not a string")]
     ErrorMessageKind(String),
     /// A batch (a JSON array of messages) outside protocol 2025-03-26.
-    #[error("a batch (JSON array) of messages, allowed only under protocol 2025-03-26")]
     BatchNotAllowed,
     /// An empty batch.
-    #[error("an empty batch")]
     EmptyBatch,
     /// An element of a batch is invalid.
-    #[error("batch element {index}: {reason}")]
     InBatch {
         /// The element's position, from 0.
         index: usize,
@@ -120,12 +102,51 @@ pub enum InvalidReason {
     },
 }
 
+impl fmt::Display for InvalidReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InvalidReason::NotJson(value) => write!(f, "not valid JSON: {value}"),
+            InvalidReason::WrongVersion(value) => write!(f, "jsonrpc is {value}"),
+            InvalidReason::DuplicateMember(value) => write!(f, "member {value} appears twice"),
+            InvalidReason::NullId => write!(f, "id is null"),
+            InvalidReason::IdKind(value) => write!(f, "id is {value}, not a string or an integer"),
+            InvalidReason::IdOutOfRange => write!(f, "id is an integer outside the 64-bit range"),
+            InvalidReason::MethodKind(value) => write!(f, "method is {value}, not a string"),
+            InvalidReason::ParamsKind(value) => {
+                write!(f, "params is {value}, not an object or an array")
+            }
+            InvalidReason::MethodAndResponse(value) => {
+                write!(f, "a message with method also has {value}")
+            }
+            InvalidReason::ResultAndError => write!(f, "both result and error"),
+            InvalidReason::ResultWithoutId => write!(f, "result without id"),
+            InvalidReason::NoMethodResultOrError => write!(f, "none of method, result or error"),
+            InvalidReason::ErrorKind(value) => write!(f, "error is {value}, not an object"),
+            InvalidReason::ErrorCodeKind(value) => {
+                write!(f, "error.code is {value}, not an integer")
+            }
+            InvalidReason::ErrorMessageKind(value) => {
+                write!(f, "error.message is {value}, not a string")
+            }
+            InvalidReason::BatchNotAllowed => write!(
+                f,
+                "a batch (JSON array) of messages, allowed only under protocol 2025-03-26"
+            ),
+            InvalidReason::EmptyBatch => write!(f, "an empty batch"),
+            InvalidReason::InBatch { index, reason } => {
+                write!(f, "batch element {index}: {reason}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for InvalidReason {}
+
 /// A line that claimed to be a JSON-RPC message and failed validation.
 ///
 /// `id` is the request id when it could be read: of an answer, so the call waiting for it
 /// can fail at once; of the sender's own request (`request`), so it can be refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid JSON-RPC message: {reason}")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InvalidMessage {
     /// What failed validation.
     pub reason: InvalidReason,
@@ -136,6 +157,14 @@ pub struct InvalidMessage {
     /// requests, and a request is answered with `-32600`.
     pub request: bool,
 }
+
+impl fmt::Display for InvalidMessage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid JSON-RPC message: {}", self.reason)
+    }
+}
+
+impl std::error::Error for InvalidMessage {}
 
 impl InvalidMessage {
     /// The answer an invalid request gets: `-32600` naming what is wrong, under its id.

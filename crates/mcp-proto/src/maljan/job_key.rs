@@ -30,22 +30,31 @@ pub const MAX_JOB_KEY_CHARS: usize = 128;
 pub struct JobKey(String);
 
 /// Why a job key was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum JobKeyError {
     /// Not a string.
-    #[error("_meta[{JOB_KEY_META:?}] must be a string")]
     NotAString,
     /// Too short to be unguessable, or too long.
-    #[error(
-        "a job key has {MIN_JOB_KEY_CHARS} to {MAX_JOB_KEY_CHARS} characters, not {0}: make it \
-         from at least 16 random bytes"
-    )]
     Length(usize),
     /// A character outside base64url.
-    #[error("a job key is made of A-Z, a-z, 0-9, - and _ only")]
     Character,
 }
+
+impl fmt::Display for JobKeyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JobKeyError::NotAString => write!(f, "_meta[{JOB_KEY_META:?}] must be a string"),
+            JobKeyError::Length(value) => write!(
+                f,
+                "a job key has {MIN_JOB_KEY_CHARS} to {MAX_JOB_KEY_CHARS} characters, not {value}: make it from at least 16 random bytes"
+            ),
+            JobKeyError::Character => write!(f, "a job key is made of A-Z, a-z, 0-9, - and _ only"),
+        }
+    }
+}
+
+impl std::error::Error for JobKeyError {}
 
 impl JobKey {
     /// Checks a key as written.

@@ -6,6 +6,8 @@
 //! error or no answer at all (a timeout, an HTTP error without a modern body) means legacy:
 //! the client sends `initialize`. No one error code decides.
 
+use std::fmt;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
@@ -93,22 +95,15 @@ pub enum EraVerdict {
 }
 
 /// Why a stateless server is of no use to this client.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum NoCommonGround {
     /// It speaks none of this client's versions.
-    #[error(
-        "the server speaks {} and this client {} or {}",
-        .server_speaks.join(", "),
-        ours_in(Era::Stateless),
-        ours_in(Era::Session)
-    )]
     NoVersion {
         /// The versions it lists.
         server_speaks: Vec<String>,
     },
     /// It refused the version offered and lists none of this client's.
-    #[error("the server speaks {} only: {message}", .server_speaks.join(", "))]
     VersionRefused {
         /// The versions it lists.
         server_speaks: Vec<String>,
@@ -116,15 +111,45 @@ pub enum NoCommonGround {
         message: String,
     },
     /// It refused, twice, a version it lists as supported.
-    #[error("the server refused version {0} twice, though it lists it as supported")]
     ListedVersionRefused(String),
     /// It needs client capabilities this client does not declare.
-    #[error("the server needs client capabilities this client does not declare: {message}")]
     MissingCapabilities {
         /// Its words.
         message: String,
     },
 }
+
+impl fmt::Display for NoCommonGround {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NoCommonGround::NoVersion { server_speaks } => write!(
+                f,
+                "the server speaks {} and this client {} or {}",
+                server_speaks.join(", "),
+                ours_in(Era::Stateless),
+                ours_in(Era::Session)
+            ),
+            NoCommonGround::VersionRefused {
+                server_speaks,
+                message,
+            } => write!(
+                f,
+                "the server speaks {} only: {message}",
+                server_speaks.join(", ")
+            ),
+            NoCommonGround::ListedVersionRefused(value) => write!(
+                f,
+                "the server refused version {value} twice, though it lists it as supported"
+            ),
+            NoCommonGround::MissingCapabilities { message } => write!(
+                f,
+                "the server needs client capabilities this client does not declare: {message}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for NoCommonGround {}
 
 /// Reads the answer to `server/discover`: `None` when there was none (a timeout, a lost
 /// connection, an HTTP error whose body is not a JSON-RPC error).

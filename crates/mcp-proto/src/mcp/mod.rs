@@ -2,6 +2,8 @@
 //! progress and logging.
 
 mod era;
+#[cfg(feature = "http-headers")]
+mod header_value;
 mod input_required;
 mod lifecycle;
 pub mod methods;
@@ -16,9 +18,11 @@ pub use era::{
     DiscoverResult, EraVerdict, NoCommonGround, read_discover_answer, stateless_error_codes,
     stateless_meta,
 };
+#[cfg(feature = "http-headers")]
+pub use header_value::{decode_header_value, encode_header_value};
 pub use input_required::{InputRequest, InputRequired, ResultKind, read_result_kind};
 pub use lifecycle::{Implementation, InitializeParams, InitializeResult};
-pub use modern_wire::{decode_header_value, encode_header_value, headers, meta_keys};
+pub use modern_wire::{headers, meta_keys};
 pub use notifications::{CancelledParams, LoggingMessageParams, ProgressParams};
 pub use server_requests::{ClientRoot, ElicitationPolicy, ServerRequestPolicy};
 pub use setup_steps::{EndlessToolList, EraProbe, ProbeStep, ToolPages};

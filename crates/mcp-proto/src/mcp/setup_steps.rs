@@ -111,9 +111,16 @@ pub struct ToolPages {
 }
 
 /// The tool list did not end within this many pages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("the tool list did not end within {0} pages")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EndlessToolList(pub usize);
+
+impl std::fmt::Display for EndlessToolList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the tool list did not end within {} pages", self.0)
+    }
+}
+
+impl std::error::Error for EndlessToolList {}
 
 impl ToolPages {
     /// A listing of at most `max_pages` pages.

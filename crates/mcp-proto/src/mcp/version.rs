@@ -152,14 +152,23 @@ fn session_versions_in_words() -> String {
 }
 
 /// A server chose a protocol version this client does not speak.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "the server chose protocol version {chosen:?}, which this client does not speak \
-     (it speaks {}); upgrade the server or the client",
-    session_versions_in_words()
-)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct UnsupportedVersion {
     /// The version the server chose.
     pub chosen: String,
 }
+
+impl std::fmt::Display for UnsupportedVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the server chose protocol version {:?}, which this client does not speak (it \
+             speaks {}); upgrade the server or the client",
+            self.chosen,
+            session_versions_in_words()
+        )
+    }
+}
+
+impl std::error::Error for UnsupportedVersion {}
