@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use maljan_breaker::BreakerSettings;
 use maljan_mcp_proto::mcp::{ClientRoot, ElicitationPolicy, Implementation, ServerRequestPolicy};
+#[cfg(feature = "stdio")]
 use maljan_mcp_stdio::{ServerCommand, StdioConfig};
 use maljan_staging::SampleMount;
 
@@ -13,12 +14,27 @@ use maljan_staging::SampleMount;
 #[non_exhaustive]
 pub enum ServerTransport {
     /// A child process speaking newline-delimited JSON-RPC on stdin/stdout.
+    #[cfg(feature = "stdio")]
     Stdio(ServerCommand),
     /// A server elsewhere, over Streamable HTTP.
+    #[cfg(feature = "http")]
     Http(HttpServer),
 }
 
+impl ServerTransport {
+    /// Whether the server runs elsewhere (not as a child process of this client).
+    pub fn is_remote(&self) -> bool {
+        match self {
+            #[cfg(feature = "stdio")]
+            ServerTransport::Stdio(_) => false,
+            #[cfg(feature = "http")]
+            ServerTransport::Http(_) => true,
+        }
+    }
+}
+
 /// How to reach a server over Streamable HTTP.
+#[cfg(feature = "http")]
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct HttpServer {
@@ -46,6 +62,7 @@ pub struct ServerConfig {
     /// How to reach it.
     pub transport: ServerTransport,
     /// Settings of the stdio transport.
+    #[cfg(feature = "stdio")]
     pub stdio: StdioConfig,
     /// Where the server sees the job's files, when it shares them: paths are rewritten,
     /// nothing is uploaded, and files it writes are taken through `get_file`.
@@ -54,9 +71,11 @@ pub struct ServerConfig {
 
 impl ServerConfig {
     /// A Streamable HTTP server at `url`, with no extra headers.
+    #[cfg(feature = "http")]
     pub fn http(name: impl Into<String>, url: impl Into<String>) -> Self {
         let name = name.into();
         ServerConfig {
+            #[cfg(feature = "stdio")]
             stdio: StdioConfig::named(name.clone()),
             name,
             transport: ServerTransport::Http(HttpServer {
@@ -79,7 +98,10 @@ impl ServerConfig {
     /// assert_eq!(http.headers, [("X-Team".to_owned(), "triage".to_owned())]);
     /// assert_eq!(http.bearer_token_env.as_deref(), Some("ANALYSIS_TOKEN"));
     /// ```
+    #[cfg(feature = "http")]
     pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        // Irrefutable when Streamable HTTP is the only transport built.
+        #[allow(irrefutable_let_patterns)]
         if let ServerTransport::Http(http) = &mut self.transport {
             http.headers.push((name.into(), value.into()));
         }
@@ -88,7 +110,10 @@ impl ServerConfig {
 
     /// Reads an HTTP server's bearer token from the environment variable `variable` when
     /// connecting (ignored for stdio).
+    #[cfg(feature = "http")]
     pub fn with_bearer_token_env(mut self, variable: impl Into<String>) -> Self {
+        // Irrefutable when Streamable HTTP is the only transport built.
+        #[allow(irrefutable_let_patterns)]
         if let ServerTransport::Http(http) = &mut self.transport {
             http.bearer_token_env = Some(variable.into());
         }
@@ -103,6 +128,7 @@ impl ServerConfig {
     }
 
     /// A stdio server with default transport settings.
+    #[cfg(feature = "stdio")]
     pub fn stdio(name: impl Into<String>, command: ServerCommand) -> Self {
         let name = name.into();
         ServerConfig {

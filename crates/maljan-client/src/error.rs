@@ -1,5 +1,6 @@
 //! Why a server could not be used: a failed call is an answer, not one of these.
 
+#[cfg(feature = "stdio")]
 use maljan_mcp_stdio::SpawnError;
 
 /// Why a server could not be used. Failures of a single call are not errors: they are
@@ -8,6 +9,7 @@ use maljan_mcp_stdio::SpawnError;
 #[non_exhaustive]
 pub enum ClientError {
     /// The server process could not be started.
+    #[cfg(feature = "stdio")]
     #[error(transparent)]
     Spawn(#[from] SpawnError),
     /// Setup (initialize, tools/list, capabilities) failed.
@@ -26,6 +28,7 @@ pub enum ClientError {
         stderr_tail: String,
     },
     /// The HTTP transport could not be set up.
+    #[cfg(feature = "http")]
     #[error(transparent)]
     Http(maljan_mcp_http::HttpError),
     /// The bearer token's environment variable is not set.
@@ -84,7 +87,13 @@ impl ClientError {
 
     /// Whether the server could not be started or reached at all.
     pub fn is_unreachable(&self) -> bool {
-        matches!(self, ClientError::Spawn(_) | ClientError::Http(_))
+        match self {
+            #[cfg(feature = "stdio")]
+            ClientError::Spawn(_) => true,
+            #[cfg(feature = "http")]
+            ClientError::Http(_) => true,
+            _ => false,
+        }
     }
 
     /// Whether the call named a tool the server does not offer, or a platform primitive.

@@ -11,6 +11,7 @@ use maljan_ledger::{CallRecord, Ledger};
 use maljan_staging::{Degradation, Disclosure};
 
 use crate::job::TakenFile;
+#[cfg(feature = "runs")]
 use crate::outcome::{ServerLoss, StepOutcome};
 
 /// Something a run learned.
@@ -29,6 +30,7 @@ pub enum RunEvent<'a> {
         tool: &'a str,
     },
     /// A step (or one of its runs) ended: completed, failed or skipped.
+    #[cfg(feature = "runs")]
     StepFinished(&'a StepOutcome),
     /// A call was made (or refused before it went out), as the ledger keeps it.
     CallMade(&'a CallRecord),
@@ -54,6 +56,7 @@ pub enum RunEvent<'a> {
     Degraded(&'a Degradation),
     /// A server's connection was lost; the next call connects it again while restarts are
     /// left.
+    #[cfg(feature = "runs")]
     ServerLost {
         /// The server.
         server: &'a str,

@@ -29,6 +29,13 @@
 //! # Ok(()) }
 //! ```
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+#[cfg(not(any(feature = "stdio", feature = "http")))]
+compile_error!(
+    "maljan-client reaches servers over stdio or Streamable HTTP: enable the `stdio` or `http` feature (or both)"
+);
+
 mod admission;
 mod call;
 mod card;
@@ -40,15 +47,20 @@ mod input_required;
 mod job;
 mod known_eras;
 mod ledgering;
+#[cfg(feature = "runs")]
 mod outcome;
+#[cfg(feature = "runs")]
 mod pack;
 mod progress;
 mod reach;
+#[cfg(feature = "runs")]
 pub mod report;
+#[cfg(feature = "runs")]
 mod run;
 mod server_connection;
 mod setup;
 mod staging;
+mod starting;
 mod stateless;
 mod taking;
 mod timeout;
@@ -59,7 +71,9 @@ mod wire;
 
 pub use call::{CallOptions, CallTrace};
 pub use card::{CardTool, ServerCard, UnavailableTool};
-pub use config::{ClientSettings, EraChoice, HttpServer, RunLimits, ServerConfig, ServerTransport};
+#[cfg(feature = "http")]
+pub use config::HttpServer;
+pub use config::{ClientSettings, EraChoice, RunLimits, ServerConfig, ServerTransport};
 pub use context::ConnectionContext;
 pub use error::ClientError;
 pub use events::{Recorder, RunEvent};
@@ -67,22 +81,28 @@ pub use job::{Job, Sample, TakenFile};
 pub use known_eras::KnownEras;
 pub use maljan_breaker::{BreakerSettings, BreakerState};
 pub use maljan_ledger::{CallScope, Ledger};
+#[cfg(feature = "http")]
 pub use maljan_mcp_http::redact_credentials;
 pub use maljan_mcp_proto::mcp::{ClientRoot, ElicitationPolicy, ServerRequestPolicy};
 pub use maljan_mcp_proto::untrusted_text::{
     escape_controls, escape_json_controls, is_active_control,
 };
+#[cfg(feature = "stdio")]
 pub use maljan_mcp_stdio::{ServerCommand, StdioConfig};
 pub use maljan_mcp_transport::{CloseReport, StoppedBy, Transport, TransportCounts, TransportInfo};
 pub use maljan_staging::SampleMount;
+#[cfg(feature = "runs")]
 pub use outcome::{
     DistinctFailure, HandedFile, ServerLoss, StepOutcome, StepStatus, distinct_failures,
 };
+#[cfg(feature = "runs")]
 pub use pack::{MAX_STEP_TIMEOUT_S, Pack, PackError, PackErrors, Step};
 pub use progress::{ProgressReporter, TransferProgress};
+#[cfg(feature = "runs")]
 pub use report::{
     PackInfo, REPORT_SCHEMA_VERSION, ReportBuilder, ReportFiles, RunReport, RunVerdict, SampleInfo,
 };
+#[cfg(feature = "runs")]
 pub use run::{Configured, Connector, MAX_RESTARTS, Run, RunEnd, ServerRecord, Unavailable};
 pub use server_connection::{ServerConnection, StartedConnection};
 pub use setup::{ServerSetup, SetupFailure};

@@ -12,7 +12,6 @@ use maljan_breaker::{BreakerState, CallGuard};
 use maljan_mcp_proto::jsonrpc::Notification;
 use maljan_mcp_proto::maljan::{ToolAnswer, ToolFailure, is_platform_primitive};
 use maljan_mcp_proto::mcp::{Era, Tool};
-use maljan_mcp_stdio::StdioTransport;
 use maljan_mcp_transport::{CloseReport, Transport, TransportCounts, TransportInfo, TransportKind};
 use maljan_staging::{SampleMount, ToolCaller};
 use serde_json::Value;
@@ -21,7 +20,7 @@ use tokio::sync::mpsc;
 use crate::admission::Admitted;
 use crate::call::{CallOptions, CallService, CallTrace, ToolCall};
 use crate::card::ServerCard;
-use crate::config::{ClientSettings, EraChoice, ServerConfig, ServerTransport};
+use crate::config::{ClientSettings, EraChoice, ServerConfig};
 use crate::context::ConnectionContext;
 use crate::error::ClientError;
 use crate::job::TakenFile;
@@ -29,17 +28,11 @@ use crate::ledgering::Ledgered;
 use crate::reach::ServerReach;
 use crate::setup::{ServerSetup, SetupPlan, set_up};
 use crate::staging::Staged;
+use crate::starting::start_transport;
 use crate::timeout::{RequestService, Timeout};
 use crate::tool_calls::ToolCalls;
 use crate::trace::TraceParent;
 use crate::wire::Wire;
-
-/// The environment variable naming a local server's staging directory (as the server kit
-/// reads it).
-const JOB_DIR_ENV: &str = "MALJAN_JOB_DIR";
-/// The environment variable naming the directories, besides its own, a local server may
-/// read (as the server kit reads it): the job's.
-const ROOTS_ENV: &str = "MALJAN_ROOTS";
 
 /// The call layers, outermost first.
 type CallStack = Staged<Ledgered<Admitted<ToolCalls<Wire>>>>;
@@ -264,43 +257,9 @@ impl ServerConnection {
         context: ConnectionContext,
     ) -> Result<StartedConnection, ClientError> {
         let server_requests = settings.server_requests(context.job().map(|job| job.dir()));
-        let transport: Box<dyn Transport> = match &config.transport {
-            ServerTransport::Stdio(command) => {
-                let mut command = command.clone();
-                if let Some(job) = context.job() {
-                    let dir = job.server_dir(&config.name);
-                    std::fs::create_dir_all(&dir).map_err(|source| ClientError::JobDirectory {
-                        path: dir.clone(),
-                        source,
-                    })?;
-                    // The server writes in its own directory and reads the whole job's (the
-                    // sample, the artefact store): nothing else of this host.
-                    command = command
-                        .env(JOB_DIR_ENV, dir.display().to_string())
-                        .env(ROOTS_ENV, job.dir().display().to_string());
-                }
-                let mut stdio = config.stdio.clone();
-                stdio.server_requests = server_requests;
-                Box::new(StdioTransport::spawn(&command, stdio)?)
-            }
-            ServerTransport::Http(http) => {
-                let mut http_config = maljan_mcp_http::HttpConfig::new(&config.name, &http.url);
-                http_config.headers = http.headers.clone();
-                http_config.server_requests = server_requests;
-                if let Some(var) = &http.bearer_token_env {
-                    let token = std::env::var(var).map_err(|_| ClientError::MissingToken {
-                        server: config.name.clone(),
-                        variable: var.clone(),
-                    })?;
-                    http_config.bearer_token = Some(token);
-                }
-                Box::new(
-                    maljan_mcp_http::HttpTransport::new(http_config).map_err(ClientError::Http)?,
-                )
-            }
-        };
+        let transport = start_transport(config, server_requests, &context)?;
         let mut started = Self::over_boxed(transport, settings, context);
-        started.reach.remote = !matches!(config.transport, ServerTransport::Stdio(_));
+        started.reach.remote = config.transport.is_remote();
         started.reach.sample_mount = config.sample_mount.clone();
         Ok(started)
     }

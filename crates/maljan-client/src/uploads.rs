@@ -56,6 +56,7 @@ impl Uploads {
     }
 
     /// Forgets what was sent to `server`: a server connected again has none of it.
+    #[cfg(feature = "runs")]
     pub(crate) fn forget(&self, server: &str) {
         let mut made = self.made.lock().unwrap_or_else(PoisonError::into_inner);
         made.retain(|(to, _), _| to != server);
