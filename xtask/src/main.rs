@@ -1,7 +1,7 @@
 //! The workspace's tasks, run as `cargo xtask TASK`.
 //!
 //! - `ci`: everything CI checks, in order: test programs, formatting, the README's crate
-//!   graph against the manifests, clippy with warnings
+//!   graph against the manifests, each pick's crates, clippy with warnings
 //!   denied, the tests (fuzz corpora replayed among them), the docs with warnings denied,
 //!   the interop tests, the MCP conformance suite, the run report's page in headless Chromium (Debian's package,
 //!   installed when missing; its screenshot kept in `target/tmp/report-page.png`), then a
@@ -10,6 +10,9 @@
 //!   each), installing cargo-fuzz when it is missing.
 //! - `bench`: the criterion benchmarks.
 //! - `graph`: checks the README's crate graph against the manifests.
+//! - `picks`: counts the crates each pick of the workspace pulls in (`tests/picks`), beside
+//!   rmcp's, and fails when a pick is over its bound, pulls what it must not (tokio in a
+//!   sans-IO core, HTTP in a stdio-only client or kit) or holds two versions of a crate.
 //! - `interop`: installs `@modelcontextprotocol/server-everything` (npm) and the Python
 //!   `mcp` SDK into `target/interop`, then runs our client against them over stdio and
 //!   Streamable HTTP; it says what it skipped when node/npm or python are missing.
@@ -22,6 +25,7 @@ mod conformance;
 mod crate_graph;
 mod fuzz;
 mod interop;
+mod picks;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -35,8 +39,9 @@ fn main() -> ExitCode {
         Some("interop") => interop::run_interop(),
         Some("conformance") => conformance::run_conformance(),
         Some("graph") => crate_graph::check(),
+        Some("picks") => picks::check(),
         Some(other) => Err(format!(
-            "unknown task {other:?}; the tasks are: ci, fuzz, bench, interop, conformance, graph"
+            "unknown task {other:?}; the tasks are: ci, fuzz, bench, interop, conformance, graph, picks"
         )),
         None => {
             Err("name a task: cargo xtask ci | fuzz [TARGET] [--time SECONDS] | bench".to_owned())
@@ -63,6 +68,7 @@ fn ci() -> Result<(), String> {
     ensure_test_programs()?;
     cargo(&["fmt", "--all", "--", "--check"], &[])?;
     crate_graph::check()?;
+    picks::check()?;
     cargo(
         &[
             "clippy",

@@ -202,6 +202,7 @@ impl JobDir {
     /// Removes a temporary job directory now, as its session ends: a call task that
     /// answered may hold the job a moment longer, and the session's files must not outlive
     /// it by that moment. (Dropping the job removes it too.)
+    #[cfg(feature = "http")]
     pub(crate) fn remove_now(&self) {
         if self.owned_temp {
             let _ = std::fs::remove_dir_all(self.root.path());

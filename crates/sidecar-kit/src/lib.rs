@@ -44,6 +44,7 @@ mod call_params;
 mod confined;
 mod era;
 mod file_primitives;
+#[cfg(feature = "http")]
 mod http;
 mod job;
 mod logging;
@@ -62,6 +63,7 @@ pub use file_primitives::{
     MAX_GET_FILE_CHUNK, MAX_UPLOAD_BYTES, MAX_UPLOADS_IN_PROGRESS, SAMPLES_DIR, TURN_WAIT,
     TransferLimits, UPLOAD_IDLE,
 };
+#[cfg(feature = "http")]
 pub use http::{
     BODY_TIMEOUT, HEADER_TIMEOUT, HttpOptions, MAX_BODY_BYTES_HELD, MAX_CONNECTIONS,
     MAX_CONNECTIONS_PER_PEER, MAX_REQUEST_BYTES, MAX_SESSIONS, MAX_SESSIONS_PER_PEER, SESSION_IDLE,

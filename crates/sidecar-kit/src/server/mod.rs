@@ -44,6 +44,8 @@ pub(crate) struct RegisteredTool {
 /// from the call's own `_meta` as its params are read (a stateless HTTP caller's job key).
 pub(crate) enum CallJob {
     Given(Arc<JobDir>),
+    /// Only a stateless HTTP call's job is chosen from its params.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     ChosenBy(Box<ChooseJob>),
 }
 

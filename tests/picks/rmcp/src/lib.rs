@@ -1,0 +1,1 @@
+//! Nothing of its own: rmcp as a downstream crate picks it, for its crate counts.

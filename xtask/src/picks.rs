@@ -1,0 +1,176 @@
+//! What each pick of the workspace pulls in, beside rmcp's: the small downstream crates in
+//! `tests/picks` each pick one part, and their normal dependency trees are counted (the
+//! picking crate itself included, as `cargo tree` lists it). A pick over its bound, one that
+//! pulls a crate it must not, or one with two versions of a crate fails the task.
+
+use std::collections::BTreeSet;
+use std::process::Command;
+
+/// One pick: its crate in `tests/picks`, its bound, what it must not pull, and the rmcp
+/// pick it is set beside.
+struct Pick {
+    package: &'static str,
+    what: &'static str,
+    at_most: Option<usize>,
+    never: &'static [&'static str],
+    rmcp_features: Option<&'static str>,
+}
+
+const PICKS: &[Pick] = &[
+    Pick {
+        package: "pick-classifier",
+        what: "stdout classifier alone",
+        at_most: Some(15),
+        never: &["tokio"],
+        rmcp_features: None,
+    },
+    Pick {
+        package: "pick-breaker",
+        what: "breaker core",
+        at_most: Some(5),
+        never: &["tokio"],
+        rmcp_features: None,
+    },
+    Pick {
+        package: "pick-stdio-session",
+        what: "stdio session",
+        at_most: Some(45),
+        never: &["reqwest", "hyper", "axum"],
+        rmcp_features: None,
+    },
+    Pick {
+        package: "pick-client-stdio",
+        what: "maljan-client, stdio only",
+        at_most: Some(61),
+        never: &["reqwest", "hyper", "axum", "toml", "globset"],
+        rmcp_features: Some("child-process"),
+    },
+    Pick {
+        package: "pick-client-http",
+        what: "maljan-client, stdio and HTTP",
+        at_most: Some(109),
+        never: &["axum", "toml", "globset"],
+        rmcp_features: Some("streamable-http"),
+    },
+    Pick {
+        package: "pick-kit-stdio",
+        what: "server kit, stdio only",
+        at_most: None,
+        never: &["axum", "hyper", "reqwest"],
+        rmcp_features: None,
+    },
+];
+
+/// `cargo ARGS` run for its standard output.
+fn cargo_output(args: &[&str]) -> Result<String, String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let output = Command::new(&cargo)
+        .args(args)
+        .current_dir(crate::root())
+        .output()
+        .map_err(|e| format!("could not run cargo {}: {e}", args.join(" ")))?;
+    if !output.status.success() {
+        return Err(format!(
+            "cargo {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// The crates of a tree printed without prefixes, each once (`name vX.Y.Z`).
+fn crates_of(tree: &str) -> BTreeSet<String> {
+    tree.lines()
+        .map(|line| {
+            let mut words = line.split_whitespace();
+            format!(
+                "{} {}",
+                words.next().unwrap_or_default(),
+                words.next().unwrap_or_default()
+            )
+        })
+        .filter(|krate| !krate.trim().is_empty())
+        .collect()
+}
+
+fn tree(package_args: &[&str]) -> Result<BTreeSet<String>, String> {
+    let mut args = vec!["tree", "-e", "normal", "--prefix", "none"];
+    args.extend_from_slice(package_args);
+    cargo_output(&args).map(|out| crates_of(&out))
+}
+
+/// Counts each pick beside rmcp's and checks its bounds.
+pub(crate) fn check() -> Result<(), String> {
+    let rmcp_manifest = crate::root().join("tests/picks/rmcp/Cargo.toml");
+    let rmcp_manifest = rmcp_manifest.display().to_string();
+    let mut problems = Vec::new();
+    println!(
+        "{:<34} {:>6} {:>8} {:>10}",
+        "pick", "crates", "at most", "rmcp 3.11"
+    );
+    for pick in PICKS {
+        let crates = tree(&["-p", pick.package])?;
+        let rmcp = match pick.rmcp_features {
+            Some(features) => tree(&[
+                "--manifest-path",
+                &rmcp_manifest,
+                "--locked",
+                "--features",
+                features,
+            ])?
+            .len()
+            .to_string(),
+            None => "-".to_owned(),
+        };
+        let bound = pick.at_most.map_or("-".to_owned(), |n| n.to_string());
+        println!(
+            "{:<34} {:>6} {:>8} {:>10}",
+            pick.what,
+            crates.len(),
+            bound,
+            rmcp
+        );
+        if let Some(at_most) = pick.at_most
+            && crates.len() > at_most
+        {
+            problems.push(format!(
+                "{} pulls {} crates, more than {at_most}",
+                pick.what,
+                crates.len()
+            ));
+        }
+        for krate in &crates {
+            let name = krate.split(' ').next().unwrap_or_default();
+            if pick.never.contains(&name) {
+                problems.push(format!("{} pulls {krate}, which it must not", pick.what));
+            }
+        }
+        let duplicated = cargo_output(&[
+            "tree",
+            "-p",
+            pick.package,
+            "-e",
+            "normal",
+            "--duplicates",
+            "--depth",
+            "0",
+            "--prefix",
+            "none",
+        ])?;
+        let duplicated = crates_of(&duplicated);
+        if !duplicated.is_empty() {
+            let list: Vec<&str> = duplicated.iter().map(String::as_str).collect();
+            problems.push(format!(
+                "{} holds two versions of a crate: {}",
+                pick.what,
+                list.join(", ")
+            ));
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("the picks: {}", problems.join("; ")))
+    }
+}
