@@ -1,15 +1,19 @@
 //! The workspace's tasks, run as `cargo xtask TASK`.
 //!
-//! - `ci`: everything CI checks, in order: test programs, formatting, the README's crate
-//!   graph against the manifests, each pick's crates, clippy with warnings
-//!   denied, the tests (fuzz corpora replayed among them), the docs with warnings denied,
-//!   the interop tests, the MCP conformance suite, the run report's page in headless Chromium (Debian's package,
+//! - `ci`: everything CI checks, in order: test programs, `rust-version` against the
+//!   toolchain, formatting, the README's crate graph against the manifests, each pick's
+//!   crates, clippy with warnings denied (the sans-IO cores also without their defaults),
+//!   the tests (fuzz corpora replayed among them), the docs with warnings denied, the
+//!   published crates packaged and their packages' tests run offline, the interop tests, the
+//!   MCP conformance suite, the run report's page in headless Chromium (Debian's package,
 //!   installed when missing; its screenshot kept in `target/tmp/report-page.png`), then a
 //!   short real fuzz run of each target when a nightly toolchain is present.
 //! - `fuzz [TARGET] [--time SECONDS]`: runs fuzz targets on nightly (all by default, 60 s
 //!   each), installing cargo-fuzz when it is missing.
 //! - `bench`: the criterion benchmarks.
 //! - `graph`: checks the README's crate graph against the manifests.
+//! - `package`: packages every published crate and runs the packaged crates' tests offline,
+//!   in a workspace of their own under `target/packaged`.
 //! - `picks`: counts the crates each pick of the workspace pulls in (`tests/picks`), beside
 //!   rmcp's, and fails when a pick is over its bound, pulls what it must not (tokio in a
 //!   sans-IO core, HTTP in a stdio-only client or kit) or holds two versions of a crate.
@@ -25,6 +29,7 @@ mod conformance;
 mod crate_graph;
 mod fuzz;
 mod interop;
+mod packaging;
 mod picks;
 
 use std::path::{Path, PathBuf};
@@ -40,8 +45,9 @@ fn main() -> ExitCode {
         Some("conformance") => conformance::run_conformance(),
         Some("graph") => crate_graph::check(),
         Some("picks") => picks::check(),
+        Some("package") => packaging::check(),
         Some(other) => Err(format!(
-            "unknown task {other:?}; the tasks are: ci, fuzz, bench, interop, conformance, graph, picks"
+            "unknown task {other:?}; the tasks are: ci, fuzz, bench, interop, conformance, graph, picks, package"
         )),
         None => {
             Err("name a task: cargo xtask ci | fuzz [TARGET] [--time SECONDS] | bench".to_owned())
@@ -66,6 +72,7 @@ pub(crate) fn root() -> PathBuf {
 
 fn ci() -> Result<(), String> {
     ensure_test_programs()?;
+    packaging::check_rust_version()?;
     cargo(&["fmt", "--all", "--", "--check"], &[])?;
     crate_graph::check()?;
     picks::check()?;
@@ -112,6 +119,7 @@ fn ci() -> Result<(), String> {
         &["doc", "--workspace", "--no-deps"],
         &[("RUSTDOCFLAGS", "-D warnings")],
     )?;
+    packaging::check()?;
     interop::run_interop()?;
     conformance::run_conformance()?;
     browser::run_report_page()?;

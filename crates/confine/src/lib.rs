@@ -1,38 +1,5 @@
-//! Opens and writes files beneath a root directory, in one step.
-//!
-//! A path a client names is hostile input: `..`, an absolute path, or a symlink planted in
-//! the directory can lead anywhere on the host, and a check of the path followed by an open
-//! by name can be raced (the file swapped for a symlink between the two). A [`Root`] holds
-//! its directory open and resolves every path against that descriptor with Linux's
-//! `openat2(2)`: `RESOLVE_BENEATH` refuses any `..`, absolute path or symlink that would
-//! leave the directory, `RESOLVE_NO_MAGICLINKS` refuses `/proc`-style links, and the file
-//! handed back is the one the kernel resolved, so there is nothing to race. Writes go
-//! further: no symlink at all is followed on their way ([`Root::create_dirs`],
-//! [`Root::create_new`]), since everything beneath a root the program writes to is its own.
-//!
-//! ```
-//! use maljan_confine::{Refusal, Root};
-//! let dir = tempfile::tempdir()?;
-//! std::fs::write(dir.path().join("sample.txt"), "hello")?;
-//! std::os::unix::fs::symlink("/etc/passwd", dir.path().join("planted"))?;
-//!
-//! let root = Root::open(dir.path())?;
-//! let file = root.open_file("sample.txt")?;
-//! assert_eq!(std::io::read_to_string(file)?, "hello");
-//! assert!(matches!(root.open_file("planted"), Err(Refusal::Escapes { .. })));
-//! assert!(matches!(root.open_file("../x"), Err(Refusal::Escapes { .. })));
-//! assert!(matches!(root.open_file("/etc/passwd"), Err(Refusal::Outside { .. })));
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
-//!
-//! # Limits
-//!
-//! Linux 5.6 or later (`openat2`); elsewhere every open is refused as
-//! [`Refusal::Unsupported`]. A hard link inside the root to a file outside it is that file:
-//! no path resolution can tell, so a root must not be writable by anyone the program does not
-//! trust. A root is a directory opened once: renaming or replacing the directory afterwards
-//! does not move the root.
-
+#![doc = include_str!("../README.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};

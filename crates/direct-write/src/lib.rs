@@ -1,29 +1,5 @@
-//! Writes a large file once, front to back, past the page cache where the filesystem allows
-//! it (`O_DIRECT` on Linux), and buffered where it does not.
-//!
-//! A downloaded artefact or an uploaded sample is written once and not read back at once:
-//! caching it gains nothing, and writing it through the page cache costs a copy into
-//! freshly allocated cache pages. On a virtual machine whose host takes back the memory the
-//! guest frees, faulting those pages in again costs more than the copy itself.
-//!
-//! [`DirectWriter`] switches the file's descriptor to `O_DIRECT`, gathers the bytes into
-//! one aligned block of [`BLOCK_BYTES`] and writes each full block at an aligned offset; the
-//! tail that does not fill a block is written through the page cache at the end, the
-//! descriptor switched back. A filesystem that refuses direct I/O (tmpfs on older kernels,
-//! any system but Linux) gets every byte through the page cache, made durable
-//! [`BUFFERED_SYNC_BYTES`] at a time. The file's bytes are the same either way.
-//!
-//! ```
-//! let dir = tempfile::tempdir()?;
-//! let path = dir.path().join("artefact.bin");
-//! let mut writer = maljan_direct_write::DirectWriter::create(&path)?;
-//! writer.write_all(b"hello ")?;
-//! writer.write_all(b"world")?;
-//! assert_eq!(writer.finish()?, 11);
-//! assert_eq!(std::fs::read(&path)?, b"hello world");
-//! # Ok::<(), std::io::Error>(())
-//! ```
-
+#![doc = include_str!("../README.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;

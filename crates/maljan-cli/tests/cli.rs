@@ -31,12 +31,12 @@ fn stderr(output: &Output) -> String {
 
 #[test]
 fn a_call_prints_the_card_and_a_file_info_answer() {
-    let readme = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
+    let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
     let output = maljan(&[
         "call",
         "sidecar",
         "file_info",
-        &format!("path={readme}"),
+        &format!("path={manifest}"),
         "--card",
     ]);
     assert!(output.status.success(), "{}", stderr(&output));
@@ -47,7 +47,7 @@ fn a_call_prints_the_card_and_a_file_info_answer() {
         "{text}"
     );
     assert!(text.contains("\nok\n"), "{text}");
-    let size = std::fs::metadata(readme).expect("README").len();
+    let size = std::fs::metadata(manifest).expect("the manifest").len();
     assert!(text.contains(&format!("\"size\": {size}")), "{text}");
 }
 
@@ -133,11 +133,11 @@ fn a_configured_server_that_cannot_start_shows_its_stderr() {
 fn calls_are_ledgered_and_the_ledger_lists_each_failure_once() {
     let dir = tempfile::tempdir().expect("temp dir");
     let ledger = dir.path().join("calls.jsonl");
-    let readme = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
+    let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
     for args in [
         ["call", "sidecar", "file_info", "path=no/such/file"],
         ["call", "sidecar", "file_info", "path=no/such/file"],
-        ["call", "sidecar", "file_info", &format!("path={readme}")],
+        ["call", "sidecar", "file_info", &format!("path={manifest}")],
         ["call", "sidecar", "strings", "path=no/such/dir/"],
     ] {
         maljan_with_ledger(&args, &ledger);
@@ -548,9 +548,9 @@ fn output_into_a_closed_pipe_ends_quietly() {
     let dir = tempfile::tempdir().expect("temp dir");
     let ledger = dir.path().join("ledger.jsonl");
     // A ledger whose table outgrows the pipe's buffer once its reader is gone.
-    let readme = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
+    let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
     let output = maljan_with_ledger(
-        &["call", "sidecar", "file_info", &format!("path={readme}")],
+        &["call", "sidecar", "file_info", &format!("path={manifest}")],
         &ledger,
     );
     assert!(output.status.success(), "{}", stderr(&output));

@@ -1,34 +1,5 @@
-//! Maljan's MCP client: a thin composition of the transport crates.
-//!
-//! A [`ServerConnection`] starts a server, sets it up exactly once (`initialize`,
-//! `notifications/initialized`, every `tools/list` page, then the `capabilities` manifest
-//! when offered), shows its [`ServerCard`], and calls its tools. A call goes one way down a
-//! stack of layers, each in its own module: staging → ledger → admission (cap and breaker)
-//! → timeout (and cancellation) → the [`Transport`]. It
-//! waits the manifest's `timeout_s` (the configured default when null), tells the server
-//! with `notifications/cancelled` when it gives up, and returns the answer read by Maljan's
-//! rules: ok, or failed with a code, a message and a remediation.
-//!
-//! Plain settings ([`ClientSettings`]: timeouts, the breaker, who the client is) are apart
-//! from the live things a connection is given ([`ConnectionContext`]: the ledger, the job,
-//! where progress goes).
-//!
-//! ```no_run
-//! # async fn run() -> Result<(), maljan_client::ClientError> {
-//! use maljan_client::{ClientSettings, ConnectionContext, ServerConfig, ServerConnection};
-//! use maljan_mcp_stdio::ServerCommand;
-//!
-//! let config = ServerConfig::stdio("sidecar", ServerCommand::new("maljan-sidecar"));
-//! let server =
-//!     ServerConnection::connect(&config, ClientSettings::default(), ConnectionContext::default())
-//!         .await?;
-//! for tool in server.model_tools() {
-//!     println!("{}", tool.name);
-//! }
-//! server.close().await;
-//! # Ok(()) }
-//! ```
-
+#![doc = include_str!("../README.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[cfg(not(any(feature = "stdio", feature = "http")))]

@@ -264,7 +264,7 @@ impl ServerConnection {
         Ok(started)
     }
 
-    /// Wraps a transport (for example a [`StdioTransport`] over in-memory pipes, or
+    /// Wraps a transport (for example a [`StdioTransport`](maljan_mcp_stdio::StdioTransport) over in-memory pipes, or
     /// [`maljan_mcp_transport::memory::pair`]'s), to be set up.
     pub fn over(
         transport: impl Transport + 'static,

@@ -1,27 +1,5 @@
-//! Maljan's reference analysis sidecar: an MCP tool server built with
-//! [`maljan_sidecar_kit`], offering real analysis tools.
-//!
-//! - `file_info {path}`: size, sha256, type by magic bytes, Shannon entropy (bits per byte).
-//! - `strings {path, search?, min_length?, limit?}`: printable ASCII runs, and where each
-//!   search term occurs; quoted terms are read unquoted, and the answer says what each was
-//!   read as (`read_as`).
-//! - `archive_list {path}`: ZIP members, listed by `zipinfo` (Debian's `unzip`); probed at
-//!   start, and reported unavailable with its remediation where the program is missing.
-//! - `unpack {path, max_bytes?}`: ZIP members written into the job's directory and named
-//!   in `files`; names that would escape it, and links, are refused and reported.
-//! - `capabilities`, `put_sample`, `put_sample_begin` / `_chunk` / `_finish`, `get_file`:
-//!   the platform primitives (uploads stored into, and files served from, the job's
-//!   directory only).
-//!
-//! It runs as its own binary (`maljan-sidecar`, or `maljan-sidecar --http 127.0.0.1:0` for
-//! Streamable HTTP) and inside `maljan` (`maljan sidecar`).
-//!
-//! ```
-//! let server = maljan_sidecar::server();
-//! let names: Vec<&str> = server.manifest().tools.iter().map(|t| t.name.as_str()).collect();
-//! assert_eq!(names[..4], ["file_info", "strings", "archive_list", "unpack"]);
-//! ```
-
+#![doc = include_str!("../README.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 mod tools;
 
 use maljan_confine::Root;

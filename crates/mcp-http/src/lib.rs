@@ -1,22 +1,5 @@
-//! The MCP Streamable HTTP client transport (protocol 2025-03-26 and later).
-//!
-//! One endpoint; each message a POST with `Accept: application/json, text/event-stream`;
-//! notifications answered 202; a reply as JSON or as an SSE stream that may carry
-//! notifications and server requests before the response; `Mcp-Session-Id` kept and echoed;
-//! `MCP-Protocol-Version` sent after setup; 404 on a session reported as an expired session;
-//! DELETE on close (405 tolerated); a cut stream resumed by GET with `Last-Event-ID` after the
-//! server's `retry` delay. Extra headers and a bearer token (never logged).
-//!
-//! [`SseParser`] is sans-IO and bounds each event: an event over the bound is dropped as it
-//! arrives, so memory stays bounded whatever the server sends.
-//!
-//! ```
-//! use maljan_mcp_http::{SseItem, SseParser};
-//! let mut parser = SseParser::new(64);
-//! parser.handle_bytes(b"event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n");
-//! assert!(matches!(parser.poll_item(), Some(SseItem::Event(e)) if e.event == "message"));
-//! ```
-
+#![doc = include_str!("../README.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 
 mod as_transport;

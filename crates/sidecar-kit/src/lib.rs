@@ -1,42 +1,5 @@
-//! A small runtime for writing well-behaved MCP tool servers.
-//!
-//! - [`stdio_safe`] first of all: the protocol gets a private duplicate of stdout and fd 1
-//!   points at stderr, so no stray `println!` or progress bar reaches the protocol stream.
-//! - The capability manifest is computed at start by [`Probe`]s, never asserted; a tool whose
-//!   dependency is missing answers `missing_dependency` with its remediation.
-//! - A handler returns a value or a [`ToolFailure`](maljan_mcp_proto::maljan::ToolFailure);
-//!   the kit answers the error envelope `{error: {code, message, remediation}, tool}`, and a
-//!   panicking handler becomes `tool_failed`.
-//! - Search arguments are read with [`unquote`], and the answer can say what each was read as.
-//!
-//! ```no_run
-//! use maljan_sidecar_kit::{Probe, Server, ToolSpec, log_to_stderr, unquote};
-//!
-//! #[tokio::main]
-//! async fn main() -> std::io::Result<()> {
-//!     let server = Server::builder("demo", "1.0.0")
-//!         .tool(
-//!             ToolSpec::new("echo", "Echoes a search term").required_string("search", "a term"),
-//!             |args, _ctx| {
-//!                 let term = unquote(args.string("search")?);
-//!                 Ok(serde_json::json!({"read_as": term.read_as}))
-//!             },
-//!         )
-//!         .tool(
-//!             ToolSpec::new("pdf_info", "PDF metadata").depends_on(
-//!                 Probe::Program("pdfinfo".into()),
-//!                 "install poppler-utils on the server's host: apt-get install poppler-utils",
-//!                 Some("PDF metadata"),
-//!             ),
-//!             |_args, ctx| Ok(serde_json::json!({"pdfinfo": ctx.dependency})),
-//!         )
-//!         .build();
-//!     let protocol_out = maljan_sidecar_kit::stdio_safe()?;
-//!     log_to_stderr();
-//!     server.serve(tokio::io::stdin(), tokio::fs::File::from_std(protocol_out)).await
-//! }
-//! ```
-
+#![doc = include_str!("../README.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 mod buffers;
 mod builder;
 mod call_gate;
