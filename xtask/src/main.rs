@@ -3,8 +3,8 @@
 //! - `ci`: everything CI checks, in order: test programs, `rust-version` against the
 //!   toolchain, formatting, the README's crate graph against the manifests, each pick's
 //!   crates, clippy with warnings denied (the sans-IO cores also without their defaults),
-//!   the tests (fuzz corpora replayed among them), the docs with warnings denied, the
-//!   published crates packaged and their packages' tests run offline, the interop tests, the
+//!   the tests (fuzz corpora replayed among them), the docs with warnings denied, each
+//!   pick's example against the reference sidecar, the published crates packaged and their packages' tests run offline, the interop tests, the
 //!   MCP conformance suite, the run report's page in headless Chromium (Debian's package,
 //!   installed when missing; its screenshot kept in `target/tmp/report-page.png`), then a
 //!   short real fuzz run of each target when a nightly toolchain is present.
@@ -12,6 +12,8 @@
 //!   each), installing cargo-fuzz when it is missing.
 //! - `bench`: the criterion benchmarks.
 //! - `graph`: checks the README's crate graph against the manifests.
+//! - `examples`: builds and runs each pick's example (a stdio and an HTTP session, the
+//!   classifier, the breaker, the ledger, the kit's echo server) and checks what it prints.
 //! - `package`: packages every published crate and runs the packaged crates' tests offline,
 //!   in a workspace of their own under `target/packaged`.
 //! - `picks`: counts the crates each pick of the workspace pulls in (`tests/picks`), beside
@@ -27,6 +29,7 @@
 mod browser;
 mod conformance;
 mod crate_graph;
+mod examples;
 mod fuzz;
 mod interop;
 mod packaging;
@@ -46,8 +49,9 @@ fn main() -> ExitCode {
         Some("graph") => crate_graph::check(),
         Some("picks") => picks::check(),
         Some("package") => packaging::check(),
+        Some("examples") => examples::run(),
         Some(other) => Err(format!(
-            "unknown task {other:?}; the tasks are: ci, fuzz, bench, interop, conformance, graph, picks, package"
+            "unknown task {other:?}; the tasks are: ci, fuzz, bench, interop, conformance, graph, picks, package, examples"
         )),
         None => {
             Err("name a task: cargo xtask ci | fuzz [TARGET] [--time SECONDS] | bench".to_owned())
@@ -119,6 +123,7 @@ fn ci() -> Result<(), String> {
         &["doc", "--workspace", "--no-deps"],
         &[("RUSTDOCFLAGS", "-D warnings")],
     )?;
+    examples::run()?;
     packaging::check()?;
     interop::run_interop()?;
     conformance::run_conformance()?;
