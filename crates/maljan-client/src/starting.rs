@@ -77,7 +77,7 @@ fn reach(
             server: config.name.clone(),
             variable: var.clone(),
         })?;
-        http_config.bearer_token = Some(token);
+        http_config.bearer_token = Some(maljan_mcp_http::BearerToken::Value(token));
     }
     let transport = maljan_mcp_http::HttpTransport::new(http_config).map_err(ClientError::Http)?;
     Ok(Box::new(transport))

@@ -156,6 +156,10 @@ pub enum ConfigProblem {
     /// A bearer token that is not a valid header value.
     #[error("the bearer token is not a valid header value")]
     BadToken,
+    /// The bearer token could not be had from where it comes from (its file, the caller's
+    /// function); the words are the source's, never the token.
+    #[error("the bearer token could not be had: {0}")]
+    NoToken(#[source] Arc<dyn std::error::Error + Send + Sync>),
     /// The HTTP client could not be built.
     #[error("the HTTP client cannot be built: {}", error_chain(&*.0))]
     Client(#[source] Arc<reqwest::Error>),

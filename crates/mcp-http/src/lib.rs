@@ -10,7 +10,7 @@ mod sse;
 mod waiting;
 
 pub use error::{ConfigProblem, HttpError, ReplyProblem, StreamEnd};
-pub use http_transport::{HttpConfig, HttpTransport};
+pub use http_transport::{BearerToken, HttpConfig, HttpTransport, TokenFn};
 pub use maljan_mcp_transport::session::{Session, SessionError, SessionSettings};
 pub use redact::redact_credentials;
 pub use sse::{DEFAULT_MAX_EVENT_BYTES, SseEvent, SseItem, SseParser};

@@ -490,3 +490,77 @@ fn credentials_in_the_url_beside_a_token_are_a_configuration_error() {
     assert!(text.contains("keep one"), "{text}");
     assert!(!text.contains("pw@"), "{text}");
 }
+
+#[tokio::test]
+async fn a_token_file_is_read_for_each_request_so_a_rotated_token_is_sent() {
+    let (url, seen) =
+        serve(|s, _| json_reply(json!({"jsonrpc": "2.0", "id": request_id(s), "result": {}})))
+            .await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("token");
+    std::fs::write(&file, "first-token\n").expect("write");
+    let mut config = HttpConfig::new("scripted", &url);
+    config.bearer_token = Some(maljan_mcp_http::BearerToken::File(file.clone()));
+    let http = HttpTransport::new(config).expect("a connection");
+    http.request(http.next_id(), "ping", None)
+        .await
+        .expect("answered");
+    std::fs::write(&file, "second-token").expect("rotate");
+    http.request(http.next_id(), "ping", None)
+        .await
+        .expect("answered");
+    let seen = seen.lock().expect("lock");
+    let sent: Vec<_> = seen
+        .iter()
+        .map(|s| s.headers.get("authorization").cloned())
+        .collect();
+    assert_eq!(sent[0].as_ref().expect("auth"), "Bearer first-token");
+    assert_eq!(sent[1].as_ref().expect("auth"), "Bearer second-token");
+}
+
+#[tokio::test]
+async fn a_token_that_cannot_be_had_fails_the_request_with_its_cause_and_sends_nothing() {
+    let (url, seen) =
+        serve(|s, _| json_reply(json!({"jsonrpc": "2.0", "id": request_id(s), "result": {}})))
+            .await;
+    let mut config = HttpConfig::new("scripted", &url);
+    config.bearer_token = Some(maljan_mcp_http::BearerToken::from_fn(|| {
+        Err("the vault is sealed".into())
+    }));
+    let http = HttpTransport::new(config).expect("a connection");
+    let error = http
+        .request(http.next_id(), "ping", None)
+        .await
+        .expect_err("no token");
+    assert!(error.to_string().contains("the vault is sealed"), "{error}");
+    assert!(seen.lock().expect("lock").is_empty());
+}
+
+#[tokio::test]
+async fn a_callers_own_client_carries_the_requests_with_the_headers_and_token_added() {
+    let (url, seen) =
+        serve(|s, _| json_reply(json!({"jsonrpc": "2.0", "id": request_id(s), "result": {}})))
+            .await;
+    let mut config = HttpConfig::new("scripted", &url);
+    let own = reqwest::Client::builder()
+        .user_agent("the-callers-client/1")
+        .build()
+        .expect("a client");
+    config.client = Some(own);
+    config.bearer_token = Some("s3cret-token".into());
+    config.headers = vec![("X-Team".into(), "triage".into())];
+    let http = HttpTransport::new(config).expect("a connection");
+    http.request(http.next_id(), "ping", None)
+        .await
+        .expect("answered");
+    let seen = seen.lock().expect("lock");
+    assert_eq!(
+        seen[0].headers.get("user-agent").expect("agent"),
+        "the-callers-client/1"
+    );
+    assert_eq!(
+        seen[0].headers.get("authorization").expect("auth"),
+        "Bearer s3cret-token"
+    );
+    assert_eq!(seen[0].headers.get("x-team").expect("extra"), "triage");
+}

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use maljan_mcp_proto::mcp::ServerRequestPolicy;
 
+use super::BearerToken;
 use crate::DEFAULT_MAX_EVENT_BYTES;
 
 /// Settings of a Streamable HTTP connection.
@@ -22,12 +23,21 @@ pub struct HttpConfig {
     pub url: String,
     /// Extra headers sent with every request.
     pub headers: Vec<(String, String)>,
-    /// A bearer token sent as `Authorization: Bearer …` (never logged).
-    pub bearer_token: Option<String>,
+    /// The bearer token sent as `Authorization: Bearer …` with every request, read from
+    /// where it comes from each time (never logged).
+    pub bearer_token: Option<BearerToken>,
     /// The bound on one reply (JSON body or SSE event), in bytes.
     pub max_event_bytes: usize,
-    /// How long connecting may take.
+    /// How long connecting may take (10 s).
     pub connect_timeout: Duration,
+    /// How long one read of a response may wait for bytes; `None` (the default) waits as
+    /// long as a call's own deadline, since a tool may work for minutes before its answer.
+    pub read_timeout: Option<Duration>,
+    /// The caller's own HTTP client (its roots, proxies, TLS back-end, timeouts), used as it
+    /// is: `connect_timeout` and `read_timeout` are then the client's business, and so are
+    /// redirects (the transport's own client follows them within the server's origin only).
+    /// The headers and the token are added to each request either way.
+    pub client: Option<reqwest::Client>,
     /// How the server's own requests (`ping`, `elicitation/create`, `roots/list`…) are
     /// answered.
     pub server_requests: ServerRequestPolicy,
@@ -42,11 +52,11 @@ impl std::fmt::Debug for HttpConfig {
                 "headers",
                 &self.headers.iter().map(|(k, _)| k).collect::<Vec<_>>(),
             )
-            .field(
-                "bearer_token",
-                &self.bearer_token.as_ref().map(|_| "<redacted>"),
-            )
+            .field("bearer_token", &self.bearer_token)
             .field("max_event_bytes", &self.max_event_bytes)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("read_timeout", &self.read_timeout)
+            .field("own_client", &self.client.is_some())
             .finish()
     }
 }
@@ -61,6 +71,8 @@ impl HttpConfig {
             bearer_token: None,
             max_event_bytes: DEFAULT_MAX_EVENT_BYTES,
             connect_timeout: Duration::from_secs(10),
+            read_timeout: None,
+            client: None,
             server_requests: ServerRequestPolicy::default(),
         }
     }

@@ -33,7 +33,9 @@ impl HttpTransport {
     ) -> tokio::task::JoinHandle<()> {
         let connection = self.clone();
         let task = tokio::spawn(async move {
-            let get = connection.get_stream(None);
+            let Ok(get) = connection.get_stream(None) else {
+                return;
+            };
             let response = get.send().await;
             let response = match response {
                 Ok(r) if r.status() == reqwest::StatusCode::METHOD_NOT_ALLOWED => {

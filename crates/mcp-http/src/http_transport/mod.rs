@@ -15,8 +15,10 @@ mod listener;
 mod post;
 mod stateless_headers;
 mod stream;
+mod token;
 
 pub use config::HttpConfig;
+pub use token::{BearerToken, TokenFn};
 
 use crate::error::error_chain;
 use crate::waiting::WaitingRequests;
@@ -34,6 +36,8 @@ const MAX_RETRY_DELAY: Duration = Duration::from_secs(30);
 struct SessionState {
     config: HttpConfig,
     client: reqwest::Client,
+    /// The configured headers, checked once, added to every request.
+    headers: HeaderMap,
     session: Mutex<Option<String>>,
     protocol_version: Mutex<Option<String>>,
     next_id: AtomicI64,
@@ -151,23 +155,26 @@ impl HttpTransport {
         if configured_authorization && (!url.username().is_empty() || url.password().is_some()) {
             return Err(misconfigured(ConfigProblem::CredentialsTwice));
         }
-        if let Some(token) = &config.bearer_token {
-            let mut value = HeaderValue::try_from(format!("Bearer {token}"))
-                .map_err(|_| misconfigured(ConfigProblem::BadToken))?;
-            value.set_sensitive(true);
-            headers.insert(reqwest::header::AUTHORIZATION, value);
-        }
-        let client = reqwest::Client::builder()
-            .default_headers(headers)
-            .redirect(same_origin_redirects())
-            .connect_timeout(config.connect_timeout)
-            .build()
-            .map_err(|e| misconfigured(ConfigProblem::Client(Arc::new(e.without_url()))))?;
+        let client = match &config.client {
+            Some(client) => client.clone(),
+            None => {
+                let mut builder = reqwest::Client::builder()
+                    .redirect(same_origin_redirects())
+                    .connect_timeout(config.connect_timeout);
+                if let Some(read_timeout) = config.read_timeout {
+                    builder = builder.read_timeout(read_timeout);
+                }
+                builder
+                    .build()
+                    .map_err(|e| misconfigured(ConfigProblem::Client(Arc::new(e.without_url()))))?
+            }
+        };
         let (tx, rx) = mpsc::channel(256);
         Ok(HttpTransport {
             state: Arc::new(SessionState {
                 config,
                 client,
+                headers,
                 session: Mutex::default(),
                 protocol_version: Mutex::default(),
                 next_id: AtomicI64::new(1),
@@ -179,6 +186,29 @@ impl HttpTransport {
                 waiting: WaitingRequests::default(),
             }),
         })
+    }
+
+    /// A request to the endpoint with the configured headers and the token as it is now.
+    fn http_request(&self, method: reqwest::Method) -> Result<reqwest::RequestBuilder, HttpError> {
+        let state = &self.state;
+        let mut request = state
+            .client
+            .request(method, &state.config.url)
+            .headers(state.headers.clone());
+        if let Some(token) = &state.config.bearer_token {
+            let misconfigured = |problem| HttpError::Config {
+                server: state.config.name.clone(),
+                problem,
+            };
+            let token = token
+                .current()
+                .map_err(|e| misconfigured(ConfigProblem::NoToken(Arc::from(e))))?;
+            let mut value = HeaderValue::try_from(format!("Bearer {token}"))
+                .map_err(|_| misconfigured(ConfigProblem::BadToken))?;
+            value.set_sensitive(true);
+            request = request.header(reqwest::header::AUTHORIZATION, value);
+        }
+        Ok(request)
     }
 
     /// The server's name.
@@ -253,11 +283,12 @@ impl HttpTransport {
     }
 
     /// A GET of the endpoint's SSE stream, resuming after `last_event_id` when given.
-    fn get_stream(&self, last_event_id: Option<&str>) -> reqwest::RequestBuilder {
+    fn get_stream(
+        &self,
+        last_event_id: Option<&str>,
+    ) -> Result<reqwest::RequestBuilder, HttpError> {
         let mut get = self
-            .state
-            .client
-            .get(&self.state.config.url)
+            .http_request(reqwest::Method::GET)?
             .header(ACCEPT, "text/event-stream");
         if let Some(id) = last_event_id {
             get = get.header(LAST_EVENT_ID, id);
@@ -268,7 +299,7 @@ impl HttpTransport {
         if let Some(version) = lock(&self.state.protocol_version).clone() {
             get = get.header(headers::PROTOCOL_VERSION, version);
         }
-        get
+        Ok(get)
     }
 
     /// Stops the GET stream and ends the session with DELETE (a server that answers 405
@@ -281,11 +312,13 @@ impl HttpTransport {
         let Some(session) = lock(&self.state.session).take() else {
             return;
         };
-        let request = self
-            .state
-            .client
-            .delete(&self.state.config.url)
-            .header(SESSION_HEADER, session);
+        let request = match self.http_request(reqwest::Method::DELETE) {
+            Ok(request) => request.header(SESSION_HEADER, session),
+            Err(e) => {
+                tracing::debug!(server = self.server(), "the session is not ended: {e}");
+                return;
+            }
+        };
         match request.send().await {
             Ok(r) if r.status() == reqwest::StatusCode::METHOD_NOT_ALLOWED => {
                 tracing::debug!(

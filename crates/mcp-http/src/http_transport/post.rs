@@ -16,7 +16,7 @@ use super::{HttpTransport, SESSION_HEADER, lock};
 use crate::{HttpError, ReplyProblem};
 
 impl HttpTransport {
-    pub(super) fn post(&self, body: Vec<u8>) -> reqwest::RequestBuilder {
+    pub(super) fn post(&self, body: Vec<u8>) -> Result<reqwest::RequestBuilder, HttpError> {
         self.post_as(body, None)
     }
 
@@ -25,11 +25,9 @@ impl HttpTransport {
         &self,
         body: Vec<u8>,
         modern: Option<&StatelessHeaders>,
-    ) -> reqwest::RequestBuilder {
+    ) -> Result<reqwest::RequestBuilder, HttpError> {
         let mut request = self
-            .state
-            .client
-            .post(&self.state.config.url)
+            .http_request(reqwest::Method::POST)?
             .header(ACCEPT, "application/json, text/event-stream")
             .header(CONTENT_TYPE, "application/json")
             .body(body);
@@ -51,7 +49,7 @@ impl HttpTransport {
                 }
             }
         }
-        request
+        Ok(request)
     }
 
     /// Fails on statuses other than success, naming an expired session.
@@ -135,7 +133,7 @@ impl HttpTransport {
         let mut wait = self.state.waiting.register(id);
         let sent_session = self.session_id();
         let response = self
-            .post_as(body, modern.as_ref())
+            .post_as(body, modern.as_ref())?
             .send()
             .await
             .map_err(|e| self.unreachable(e))?;
@@ -238,7 +236,7 @@ impl HttpTransport {
     pub(super) async fn post_checked(&self, body: Vec<u8>) -> Result<reqwest::Response, HttpError> {
         let sent_session = self.session_id();
         let response = self
-            .post(body)
+            .post(body)?
             .send()
             .await
             .map_err(|e| self.unreachable(e))?;

@@ -98,7 +98,7 @@ impl HttpTransport {
             );
             parser.handle_eof();
             let sent_session = self.session_id();
-            let get = self.get_stream(Some(&last_id));
+            let get = self.get_stream(Some(&last_id))?;
             let resumed = get.send().await.map_err(|e| self.unreachable(e))?;
             response = self.check_status(resumed, sent_session.as_deref()).await?;
         }
@@ -188,7 +188,10 @@ impl HttpTransport {
 
     /// POSTs the answer to a server's request.
     pub(super) async fn post_answer(&self, answer: Message) {
-        if let Ok(response) = self.post(answer.to_line()).send().await {
+        let Ok(post) = self.post(answer.to_line()) else {
+            return;
+        };
+        if let Ok(response) = post.send().await {
             let _ = self.check_status(response, None).await;
         }
     }
