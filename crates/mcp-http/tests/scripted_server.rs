@@ -564,3 +564,50 @@ async fn a_callers_own_client_carries_the_requests_with_the_headers_and_token_ad
     );
     assert_eq!(seen[0].headers.get("x-team").expect("extra"), "triage");
 }
+
+#[tokio::test]
+async fn a_set_up_request_a_gateway_refuses_is_tried_again_and_a_call_is_not() {
+    // The first two POSTs get 503, as from a gateway before a server still starting.
+    let (url, seen) = serve(|s, index| {
+        if index < 2 {
+            status(StatusCode::SERVICE_UNAVAILABLE)
+        } else {
+            json_reply(json!({"jsonrpc": "2.0", "id": request_id(s), "result": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "serverInfo": {"name": "s", "version": "1"}}}))
+        }
+    })
+    .await;
+    let (http, _) = connect(&url);
+    http.request(http.next_id(), "initialize", None)
+        .await
+        .expect("answered on the third try");
+    assert_eq!(seen.lock().expect("lock").len(), 3);
+
+    let (url, seen) = serve(|_, _| status(StatusCode::SERVICE_UNAVAILABLE)).await;
+    let (http, _) = connect(&url);
+    let error = http
+        .request(http.next_id(), "tools/call", None)
+        .await
+        .expect_err("refused");
+    assert!(error.is_status(), "{error}");
+    assert_eq!(
+        seen.lock().expect("lock").len(),
+        1,
+        "a call is never sent twice"
+    );
+}
+
+#[tokio::test]
+async fn a_set_up_request_to_a_server_that_never_listens_gives_up_after_its_tries() {
+    // A port just freed: nothing listens there.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
+    drop(listener);
+    let (http, _) = connect(&url);
+    let error = http
+        .request(http.next_id(), "initialize", None)
+        .await
+        .expect_err("nobody there");
+    assert!(error.is_unreachable(), "{error}");
+}

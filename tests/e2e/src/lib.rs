@@ -27,3 +27,9 @@ pub async fn hello_kit_over_http() -> String {
     tokio::spawn(server.serve_http_with(listener, HttpOptions::default(), std::future::pending()));
     url
 }
+
+/// The workspace README, whose Rust examples are compiled as this crate's doctests (the
+/// README belongs to no published crate).
+#[doc = include_str!("../../../README.md")]
+#[allow(dead_code)]
+mod workspace_readme {}

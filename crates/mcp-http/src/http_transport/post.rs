@@ -11,9 +11,40 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use std::time::Duration;
+
+use backon::{ExponentialBuilder, Retryable};
+
 use super::stateless_headers::StatelessHeaders;
 use super::{HttpTransport, SESSION_HEADER, lock};
 use crate::{HttpError, ReplyProblem};
+
+/// The set-up requests, sent again when they fail for a reason that passes.
+const SETUP_METHODS: [&str; 3] = [
+    methods::INITIALIZE,
+    methods::SERVER_DISCOVER,
+    methods::TOOLS_LIST,
+];
+
+/// Up to three more tries, 100 ms apart at first, doubling, at most 2 s, jittered so that
+/// many clients restarted together do not knock together.
+fn setup_backoff() -> ExponentialBuilder {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(100))
+        .with_max_delay(Duration::from_secs(2))
+        .with_max_times(3)
+        .with_jitter()
+}
+
+/// A failure that may pass: the connection refused (a server still starting) or a
+/// gateway's 502, 503 or 504.
+fn is_transient(failure: &HttpError) -> bool {
+    match failure {
+        HttpError::Unreachable { source, .. } => source.is_connect(),
+        HttpError::Status { status, .. } => (502..=504).contains(status),
+        _ => false,
+    }
+}
 
 impl HttpTransport {
     pub(super) fn post(&self, body: Vec<u8>) -> Result<reqwest::RequestBuilder, HttpError> {
@@ -132,11 +163,23 @@ impl HttpTransport {
     ) -> Result<Reply, HttpError> {
         let mut wait = self.state.waiting.register(id);
         let sent_session = self.session_id();
-        let response = self
-            .post_as(body, modern.as_ref())?
-            .send()
-            .await
-            .map_err(|e| self.unreachable(e))?;
+        let response = if SETUP_METHODS.contains(&method) {
+            // Set-up is small and may be sent again: a server still starting, or a gateway
+            // in front of one, is given a few tries.
+            (|| self.send_once(body.clone(), modern.as_ref()))
+                .retry(setup_backoff())
+                .when(is_transient)
+                .notify(|failure, delay| {
+                    tracing::info!(
+                        server = self.server(),
+                        "{method} is tried again in {} ms: {failure}",
+                        delay.as_millis()
+                    );
+                })
+                .await?
+        } else {
+            self.send_once(body, modern.as_ref()).await?
+        };
         if modern.is_some() && response.status().is_client_error() {
             return self.refused_modern(response).await;
         }
@@ -167,6 +210,23 @@ impl HttpTransport {
         } else {
             Err(self.bad_reply(ReplyProblem::ContentType(content_type.to_owned())))
         }
+    }
+
+    /// POSTs a request once; a gateway's 502, 503 or 504 is an error (a transient one).
+    async fn send_once(
+        &self,
+        body: Vec<u8>,
+        modern: Option<&StatelessHeaders>,
+    ) -> Result<reqwest::Response, HttpError> {
+        let response = self
+            .post_as(body, modern)?
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))?;
+        if matches!(response.status().as_u16(), 502..=504) {
+            return self.check_status(response, None).await;
+        }
+        Ok(response)
     }
 
     /// A modern request's 4xx: the JSON-RPC error its body holds, else the status.
