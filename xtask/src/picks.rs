@@ -1,7 +1,9 @@
 //! What each pick of the workspace pulls in, beside rmcp's: the small downstream crates in
 //! `tests/picks` each pick one part, and their normal dependency trees are counted (the
 //! picking crate itself included, as `cargo tree` lists it). A pick over its bound, one that
-//! pulls a crate it must not, or one with two versions of a crate fails the task.
+//! pulls a crate it must not, or one with two versions of a crate fails the task. Each pick
+//! is also linted alone, so that the parts build, warning-free, with only the features it
+//! names (a workspace build unifies every member's features and would hide it).
 
 use std::collections::BTreeSet;
 use std::process::Command;
@@ -104,6 +106,9 @@ fn tree(package_args: &[&str]) -> Result<BTreeSet<String>, String> {
 pub(crate) fn check() -> Result<(), String> {
     let rmcp_manifest = crate::root().join("tests/picks/rmcp/Cargo.toml");
     let rmcp_manifest = rmcp_manifest.display().to_string();
+    for pick in PICKS {
+        crate::cargo(&["clippy", "-p", pick.package, "--", "-D", "warnings"], &[])?;
+    }
     let mut problems = Vec::new();
     println!(
         "{:<34} {:>6} {:>8} {:>10}",
