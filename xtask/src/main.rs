@@ -119,6 +119,18 @@ fn ci() -> Result<(), String> {
         &[],
     )?;
     cargo(&["test", "--workspace", "--no-fail-fast"], &[])?;
+    // The client for stdio servers only, its own tests: what needs runs or HTTP is left out.
+    cargo(
+        &[
+            "test",
+            "-p",
+            "maljan-client",
+            "--no-default-features",
+            "--features",
+            "stdio",
+        ],
+        &[],
+    )?;
     cargo(
         &["doc", "--workspace", "--no-deps"],
         &[("RUSTDOCFLAGS", "-D warnings")],

@@ -70,12 +70,15 @@ impl ConnectionContext {
     /// losses. Recorders hear in the order they were added.
     ///
     /// ```
-    /// use std::sync::Arc;
-    /// use maljan_client::{ConnectionContext, report::ReportBuilder};
-    /// let report = Arc::new(ReportBuilder::default());
-    /// let context = ConnectionContext::default().recording_to(report.clone());
+    /// use std::sync::{Arc, Mutex};
+    /// use maljan_client::{ConnectionContext, RunEvent};
+    /// let heard = Arc::new(Mutex::new(Vec::new()));
+    /// let ear = heard.clone();
+    /// let context = ConnectionContext::default().recording_to(Arc::new(
+    ///     move |event: &RunEvent<'_>| ear.lock().unwrap().push(format!("{event:?}")),
+    /// ));
     /// # let _ = context;
-    /// assert!(report.disclosures().is_empty());
+    /// assert!(heard.lock().unwrap().is_empty());
     /// ```
     pub fn recording_to(mut self, recorder: Arc<dyn Recorder>) -> Self {
         self.recorders.push(recorder);

@@ -71,15 +71,15 @@ pub enum RunEvent<'a> {
 /// use std::sync::{Arc, Mutex};
 /// use maljan_client::{Recorder, RunEvent};
 ///
-/// let finished = Arc::new(Mutex::new(0));
-/// let counter = finished.clone();
+/// let started = Arc::new(Mutex::new(0));
+/// let counter = started.clone();
 /// let recorder = move |event: &RunEvent<'_>| {
-///     if let RunEvent::StepFinished(_) = event {
+///     if let RunEvent::StepStarted { .. } = event {
 ///         *counter.lock().unwrap() += 1;
 ///     }
 /// };
 /// recorder.record(&RunEvent::StepStarted { step: "s", instance: None, server: "x", tool: "t" });
-/// assert_eq!(*finished.lock().unwrap(), 0);
+/// assert_eq!(*started.lock().unwrap(), 1);
 /// ```
 pub trait Recorder: Send + Sync {
     /// Hears one event. It is called on the run's task: it should not block.
