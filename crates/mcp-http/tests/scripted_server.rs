@@ -330,13 +330,13 @@ async fn the_get_stream_delivers_server_notifications_and_a_405_is_tolerated() {
     })
     .await;
     let (http, mut notes) = connect(&url);
-    http.listen()
-        .await
-        .expect("the stream task ends with the stream");
+    let listening = http.listen();
     assert_eq!(
-        notes.try_recv().expect("a notification").method,
+        notes.recv().await.expect("a notification").method,
         "notifications/tools/list_changed"
     );
+    http.close().await;
+    assert!(listening.await.is_err(), "closing ends the stream's task");
 
     let (url, seen) = serve(|_, _| status(StatusCode::METHOD_NOT_ALLOWED)).await;
     let (http, mut notes) = connect(&url);
@@ -610,4 +610,33 @@ async fn a_set_up_request_to_a_server_that_never_listens_gives_up_after_its_trie
         .await
         .expect_err("nobody there");
     assert!(error.is_unreachable(), "{error}");
+}
+
+#[tokio::test]
+async fn a_get_stream_the_server_closes_is_opened_again_after_its_last_event() {
+    let (url, seen) = serve(|s, index| match s.method {
+        Method::GET if index == 0 => sse_reply(
+            "id: 7\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/first\"}\n\n".to_owned(),
+        ),
+        Method::GET => sse_reply(
+            "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/second\"}\n\n".to_owned(),
+        ),
+        _ => status(StatusCode::ACCEPTED),
+    })
+    .await;
+    let (http, mut notes) = connect(&url);
+    let _listening = http.listen();
+    for expected in ["notifications/first", "notifications/second"] {
+        assert_eq!(notes.recv().await.expect("a notification").method, expected);
+    }
+    http.close().await;
+    let seen = seen.lock().expect("lock");
+    assert_eq!(seen[0].headers.get("last-event-id"), None);
+    assert_eq!(
+        seen[1]
+            .headers
+            .get("last-event-id")
+            .expect("resumed after event 7"),
+        "7"
+    );
 }
