@@ -9,6 +9,7 @@ use maljan_mcp_proto::jsonrpc::Reply;
 use maljan_mcp_proto::maljan::{JOB_KEY_META, JobKey};
 use maljan_mcp_proto::mcp::{
     Implementation, InputRequired, ProtocolVersion, ServerRequestPolicy, stateless_meta,
+    with_request_meta,
 };
 use maljan_mcp_transport::{OutgoingRequest, Transport};
 use serde_json::{Map, Value};
@@ -63,18 +64,7 @@ impl StatelessRequests {
     pub(crate) fn stamp(&self, request: OutgoingRequest) -> OutgoingRequest {
         let ends_setup = request.ends_setup();
         let (method, params, _) = request.into_parts();
-        let mut params = params.unwrap_or_else(|| Value::Object(Map::new()));
-        if let Value::Object(fields) = &mut params {
-            let meta = fields
-                .entry("_meta")
-                .or_insert_with(|| Value::Object(Map::new()));
-            if !meta.is_object() {
-                *meta = Value::Object(Map::new());
-            }
-            if let Value::Object(meta) = meta {
-                meta.extend(self.meta.iter().map(|(k, v)| (k.clone(), v.clone())));
-            }
-        }
+        let params = with_request_meta(params, &self.meta);
         let stamped = OutgoingRequest::new(method, Some(params)).stateless(self.version);
         match ends_setup {
             Some(ends) => stamped.ending_setup(ends),

@@ -9,7 +9,7 @@
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use crate::jsonrpc::{ErrorObject, Reply};
 
@@ -235,37 +235,10 @@ fn read_discover_error(error: &ErrorObject) -> EraVerdict {
     }
 }
 
-/// The `_meta` every modern-era request carries: the version, the client's capabilities
-/// and who it is.
-///
-/// ```
-/// use maljan_mcp_proto::mcp::{Implementation, stateless_meta};
-/// let me = Implementation { name: "maljan".into(), version: "0.1.0".into(), title: None };
-/// let meta = stateless_meta("2026-07-28", &Default::default(), &me);
-/// assert_eq!(meta["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
-/// assert_eq!(meta["io.modelcontextprotocol/clientCapabilities"], serde_json::json!({}));
-/// ```
-pub fn stateless_meta(
-    version: &str,
-    capabilities: &Map<String, Value>,
-    client_info: &Implementation,
-) -> Map<String, Value> {
-    let mut meta = Map::new();
-    meta.insert(
-        meta_keys::PROTOCOL_VERSION.to_owned(),
-        Value::String(version.to_owned()),
-    );
-    meta.insert(
-        meta_keys::CLIENT_CAPABILITIES.to_owned(),
-        Value::Object(capabilities.clone()),
-    );
-    meta.insert(meta_keys::CLIENT_INFO.to_owned(), json!(client_info));
-    meta
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
     use serde_json::value::to_raw_value;
 
     fn result(value: Value) -> Reply {

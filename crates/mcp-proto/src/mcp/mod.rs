@@ -9,6 +9,7 @@ mod lifecycle;
 pub mod methods;
 mod modern_wire;
 mod notifications;
+mod request_meta;
 mod server_requests;
 mod setup_steps;
 mod tools;
@@ -16,7 +17,6 @@ mod version;
 
 pub use era::{
     DiscoverResult, EraVerdict, NoCommonGround, read_discover_answer, stateless_error_codes,
-    stateless_meta,
 };
 #[cfg(feature = "http-headers")]
 pub use header_value::{decode_header_value, encode_header_value};
@@ -24,6 +24,7 @@ pub use input_required::{InputRequest, InputRequired, ResultKind, read_result_ki
 pub use lifecycle::{Implementation, InitializeParams, InitializeResult};
 pub use modern_wire::{headers, meta_keys};
 pub use notifications::{CancelledParams, LoggingMessageParams, ProgressParams};
+pub use request_meta::{stateless_meta, with_request_meta};
 pub use server_requests::{ClientRoot, ElicitationPolicy, ServerRequestPolicy};
 pub use setup_steps::{EndlessToolList, EraProbe, ProbeStep, ToolPages};
 pub use tools::{

@@ -50,7 +50,7 @@ use maljan_mcp_proto::jsonrpc::Reply;
 use maljan_mcp_proto::mcp::{
     CallToolResult, CancelledParams, Era, EraProbe, Implementation, InitializeParams,
     InitializeResult, ListToolsResult, ProbeStep, ProtocolVersion, ResultKind, Tool, ToolPages,
-    methods, read_result_kind, stateless_meta,
+    methods, read_result_kind, stateless_meta, with_request_meta,
 };
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
@@ -387,15 +387,7 @@ impl Session {
         };
         let ends_setup = request.ends_setup();
         let (method, params, _) = request.into_parts();
-        let mut params = params.unwrap_or_else(|| Value::Object(Map::new()));
-        if let Value::Object(fields) = &mut params {
-            let own = fields
-                .entry("_meta")
-                .or_insert_with(|| Value::Object(Map::new()));
-            if let Value::Object(own) = own {
-                own.extend(meta.iter().map(|(k, v)| (k.clone(), v.clone())));
-            }
-        }
+        let params = with_request_meta(params, meta);
         let stamped = OutgoingRequest::new(method, Some(params)).stateless(self.protocol);
         match ends_setup {
             Some(ends) => stamped.ending_setup(ends),
