@@ -15,7 +15,8 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 
-use crate::{CloseReport, TransportCounts, TransportFailure};
+use crate::failure::TransportFailure;
+use crate::report::{CloseReport, TransportCounts};
 
 /// A boxed future that may move between threads: what the object-safe [`Transport`]
 /// methods return.
