@@ -10,8 +10,9 @@ use serde_json::Value;
 
 const MARKER: &str = "<!-- crate graph -->";
 
-/// Each workspace crate but the unpublished ones, with its normal workspace dependencies.
-fn graph_of_manifests() -> Result<BTreeMap<String, Vec<String>>, String> {
+/// The workspace's published packages (those without `publish = false`), as `cargo
+/// metadata` describes them.
+pub(crate) fn published_packages() -> Result<Vec<Value>, String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let output = Command::new(cargo)
         .args(["metadata", "--format-version", "1", "--no-deps"])
@@ -21,15 +22,21 @@ fn graph_of_manifests() -> Result<BTreeMap<String, Vec<String>>, String> {
     let metadata: Value = serde_json::from_slice(&output.stdout)
         .map_err(|e| format!("cargo metadata's output is not JSON: {e}"))?;
     let packages = metadata["packages"].as_array().cloned().unwrap_or_default();
-    let published = |p: &Value| p["publish"].as_array().is_none_or(|r| !r.is_empty());
+    Ok(packages
+        .into_iter()
+        .filter(|p| p["publish"].as_array().is_none_or(|r| !r.is_empty()))
+        .collect())
+}
+
+/// Each workspace crate but the unpublished ones, with its normal workspace dependencies.
+fn graph_of_manifests() -> Result<BTreeMap<String, Vec<String>>, String> {
+    let packages = published_packages()?;
     let names: Vec<String> = packages
         .iter()
-        .filter(|p| published(p))
         .filter_map(|p| p["name"].as_str().map(str::to_owned))
         .collect();
     Ok(packages
         .iter()
-        .filter(|p| published(p))
         .map(|p| {
             let mut deps: Vec<String> = p["dependencies"]
                 .as_array()

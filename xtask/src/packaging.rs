@@ -7,23 +7,10 @@
 use std::path::Path;
 use std::process::Command;
 
-use serde_json::Value;
-
-/// The workspace's published crates (those without `publish = false`).
+/// The workspace's published crates, by name and version.
 fn published() -> Result<Vec<(String, String)>, String> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let output = Command::new(cargo)
-        .args(["metadata", "--format-version", "1", "--no-deps"])
-        .current_dir(crate::root())
-        .output()
-        .map_err(|e| format!("cargo metadata could not run: {e}"))?;
-    let metadata: Value = serde_json::from_slice(&output.stdout)
-        .map_err(|e| format!("cargo metadata's output is not JSON: {e}"))?;
-    Ok(metadata["packages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|p| p["publish"].as_array().is_none_or(|r| !r.is_empty()))
+    Ok(crate::crate_graph::published_packages()?
+        .iter()
         .filter_map(|p| {
             Some((
                 p["name"].as_str()?.to_owned(),

@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use maljan_mcp_proto::jsonrpc::Reply;
 use maljan_mcp_proto::maljan::ToolFailure;
-use maljan_mcp_proto::mcp::{CancelledParams, methods};
-use maljan_mcp_transport::{OutgoingRequest, Transport, TransportFailure, TransportKind};
+use maljan_mcp_transport::{
+    OutgoingRequest, Transport, TransportFailure, cancelled_by_notice, reply_within,
+};
 
 /// Why a request got no reply to read.
 #[derive(Debug)]
@@ -71,12 +72,7 @@ impl RequestService for Timeout {
         wait: Duration,
         cancellable: bool,
     ) -> Result<Reply, Unanswered> {
-        // A stateless request over HTTP is cancelled by closing its stream, which dropping
-        // its reply does; that era sends no notifications over HTTP.
-        let closed_is_cancelled = request.stateless_version().is_some()
-            && self.transport.kind() == TransportKind::StreamableHttp;
-        let cancellable =
-            cancellable && !closed_is_cancelled && request.method() != methods::INITIALIZE;
+        let notify = cancellable && cancelled_by_notice(&request, self.transport.kind());
         // A request the transport did not take never reached the server, whatever the
         // transport calls its failure.
         let pending = self.transport.send_request(request).await.map_err(|f| {
@@ -86,22 +82,9 @@ impl RequestService for Timeout {
                 f
             })
         })?;
-        let id = pending.id().clone();
-        match tokio::time::timeout(wait, pending).await {
-            Ok(reply) => reply.map_err(Unanswered::Failed),
-            Err(_) => {
-                if cancellable {
-                    let cancel = CancelledParams {
-                        request_id: id,
-                        reason: Some(format!("no answer within {} s", wait.as_secs_f64())),
-                    };
-                    let _ = self
-                        .transport
-                        .notify(methods::CANCELLED, serde_json::to_value(&cancel).ok())
-                        .await;
-                }
-                Err(Unanswered::TimedOut(wait))
-            }
+        match reply_within(&*self.transport, pending, wait, notify).await {
+            Some(reply) => reply.map_err(Unanswered::Failed),
+            None => Err(Unanswered::TimedOut(wait)),
         }
     }
 

@@ -48,15 +48,18 @@ use std::time::Duration;
 
 use maljan_mcp_proto::jsonrpc::Reply;
 use maljan_mcp_proto::mcp::{
-    CallToolResult, CancelledParams, Era, EraProbe, Implementation, InitializeParams,
-    InitializeResult, ListToolsResult, ProbeStep, ProtocolVersion, ResultKind, Tool, ToolPages,
-    methods, read_result_kind, stateless_meta, with_request_meta,
+    CallToolResult, Era, EraProbe, Implementation, InitializeParams, InitializeResult,
+    ListToolsResult, ProbeStep, ProtocolVersion, ResultKind, Tool, ToolPages, methods,
+    read_result_kind, stateless_meta, with_request_meta,
 };
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-use crate::{CloseReport, OutgoingRequest, Transport, TransportFailure, TransportKind};
+use crate::deadline::{cancelled_by_notice, reply_within};
+use crate::failure::TransportFailure;
+use crate::report::CloseReport;
+use crate::transport::{OutgoingRequest, PendingReply, Transport};
 
 pub use error::SessionError;
 
@@ -334,38 +337,20 @@ impl Session {
         wait: Duration,
     ) -> Result<Box<RawValue>, SessionError> {
         let request = self.stamped(request);
-        // A stateless request over HTTP is cancelled by closing its stream, which dropping
-        // its reply does; `initialize` is never cancelled.
-        let cancellable = method != methods::INITIALIZE
-            && !(request.stateless_version().is_some()
-                && self.transport.kind() == TransportKind::StreamableHttp);
+        let notify = cancelled_by_notice(&request, self.transport.kind());
         let pending = self.send(method, request).await?;
-        let id = pending.id().clone();
-        match tokio::time::timeout(wait, pending).await {
-            Ok(Ok(Reply::Result(raw))) => Ok(raw),
-            Ok(Ok(Reply::Error(error))) => Err(SessionError::ErrorAnswer {
+        match reply_within(&*self.transport, pending, wait, notify).await {
+            Some(Ok(Reply::Result(raw))) => Ok(raw),
+            Some(Ok(Reply::Error(error))) => Err(SessionError::ErrorAnswer {
                 method,
                 code: error.code,
                 message: error.message,
             }),
-            Ok(Err(failure)) => Err(self.failed(method, failure).await),
-            Err(_) => {
-                if cancellable {
-                    let cancel = CancelledParams {
-                        request_id: id,
-                        reason: Some(format!("no answer within {} s", wait.as_secs_f64())),
-                    };
-                    // The deadline has passed whether or not the notice gets through.
-                    let _ = self
-                        .transport
-                        .notify(methods::CANCELLED, serde_json::to_value(&cancel).ok())
-                        .await;
-                }
-                Err(SessionError::NoAnswer {
-                    method,
-                    waited: wait,
-                })
-            }
+            Some(Err(failure)) => Err(self.failed(method, failure).await),
+            None => Err(SessionError::NoAnswer {
+                method,
+                waited: wait,
+            }),
         }
     }
 
@@ -373,7 +358,7 @@ impl Session {
         &self,
         method: &'static str,
         request: OutgoingRequest,
-    ) -> Result<crate::PendingReply, SessionError> {
+    ) -> Result<PendingReply, SessionError> {
         match self.transport.send_request(request).await {
             Ok(pending) => Ok(pending),
             Err(failure) => Err(self.failed(method, failure).await),
