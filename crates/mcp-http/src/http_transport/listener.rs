@@ -9,7 +9,7 @@ use backon::{ExponentialBuilder, Retryable};
 use futures::StreamExt;
 use tokio::sync::oneshot;
 
-use super::{HttpTransport, lock};
+use super::{HttpTransport, gateway_busy, lock};
 use crate::error::error_chain;
 use crate::{SseItem, SseParser};
 
@@ -152,7 +152,7 @@ impl ListenEnd {
         match self {
             ListenEnd::Closed | ListenEnd::Cut => true,
             ListenEnd::Unreachable { connecting, .. } => *connecting,
-            ListenEnd::Status(status) => (502..=504).contains(status),
+            ListenEnd::Status(status) => gateway_busy(*status),
             ListenEnd::NotOffered | ListenEnd::NoRequest(_) | ListenEnd::NotUtf8 => false,
         }
     }

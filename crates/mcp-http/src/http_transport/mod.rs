@@ -73,6 +73,11 @@ impl TransportInfo for SessionState {
     }
 }
 
+/// Whether an HTTP status is a gateway's that passes (502, 503, 504): worth trying again.
+fn gateway_busy(status: u16) -> bool {
+    (502..=504).contains(&status)
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }

@@ -16,7 +16,7 @@ use std::time::Duration;
 use backon::{ExponentialBuilder, Retryable};
 
 use super::stateless_headers::StatelessHeaders;
-use super::{HttpTransport, SESSION_HEADER, lock};
+use super::{HttpTransport, SESSION_HEADER, gateway_busy, lock};
 use crate::{HttpError, ReplyProblem};
 
 /// The set-up requests, sent again when they fail for a reason that passes.
@@ -41,7 +41,7 @@ fn setup_backoff() -> ExponentialBuilder {
 fn is_transient(failure: &HttpError) -> bool {
     match failure {
         HttpError::Unreachable { source, .. } => source.is_connect(),
-        HttpError::Status { status, .. } => (502..=504).contains(status),
+        HttpError::Status { status, .. } => gateway_busy(*status),
         _ => false,
     }
 }
@@ -223,7 +223,7 @@ impl HttpTransport {
             .send()
             .await
             .map_err(|e| self.unreachable(e))?;
-        if matches!(response.status().as_u16(), 502..=504) {
+        if gateway_busy(response.status().as_u16()) {
             return self.check_status(response, None).await;
         }
         Ok(response)
