@@ -4,7 +4,6 @@
 //! `NAME → DEP, DEP` (its workspace dependencies, sorted) or `NAME` alone.
 
 use std::collections::BTreeMap;
-use std::process::Command;
 
 use serde_json::Value;
 
@@ -13,10 +12,8 @@ const MARKER: &str = "<!-- crate graph -->";
 /// The workspace's published packages (those without `publish = false`), as `cargo
 /// metadata` describes them.
 pub(crate) fn published_packages() -> Result<Vec<Value>, String> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let output = Command::new(cargo)
+    let output = crate::cargo_command()
         .args(["metadata", "--format-version", "1", "--no-deps"])
-        .current_dir(crate::root())
         .output()
         .map_err(|e| format!("cargo metadata could not run: {e}"))?;
     let metadata: Value = serde_json::from_slice(&output.stdout)

@@ -75,13 +75,12 @@ pub(crate) fn run_interop() -> Result<(), String> {
         skip.push("python_sdk");
     }
 
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     // rmcp's echo server and client, from their own pinned lock file, into the one target
     // directory (what they share with the workspace is built once).
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root().join("target"));
-    run(Command::new(&cargo)
+    run(crate::cargo_command()
         .args(["build", "--locked", "--manifest-path"])
         .arg(root().join("tests/rmcp-peer/Cargo.toml"))
         .arg("--target-dir")
@@ -96,7 +95,7 @@ pub(crate) fn run_interop() -> Result<(), String> {
         ));
     }
 
-    let mut test = Command::new(cargo);
+    let mut test = crate::cargo_command();
     test.args([
         "test",
         "-p",

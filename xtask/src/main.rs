@@ -156,11 +156,17 @@ fn ci() -> Result<(), String> {
 
 /// Runs `cargo ARGS` with the toolchain running this task, failing with the command named.
 pub(crate) fn cargo(args: &[&str], env: &[(&str, &str)]) -> Result<(), String> {
+    run(cargo_command().args(args).envs(env.iter().copied()))
+}
+
+/// `cargo` of the toolchain running this task, in the workspace root. Its builds are not
+/// incremental: a task builds once, and incremental caches would add a third to the target
+/// directory on CI's disk of finite size.
+pub(crate) fn cargo_command() -> Command {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    run(Command::new(cargo)
-        .args(args)
-        .envs(env.iter().copied())
-        .current_dir(root()))
+    let mut command = Command::new(cargo);
+    command.env("CARGO_INCREMENTAL", "0").current_dir(root());
+    command
 }
 
 /// Runs a command, failing with it named.

@@ -50,10 +50,15 @@ pub(crate) fn check() -> Result<(), String> {
         members.push(format!("\"{name}-{version}\""));
         patches.push(format!("{name} = {{ path = \"{name}-{version}\" }}"));
     }
+    let workspace_manifest = std::fs::read_to_string(root.join("Cargo.toml"))
+        .map_err(|e| format!("could not read the workspace manifest: {e}"))?;
+    // The same profiles as the workspace's, so the packaged crates share its dependencies'
+    // build artefacts instead of building them all a second time.
     let manifest = format!(
-        "[workspace]\nresolver = \"3\"\nmembers = [{}]\n\n[patch.crates-io]\n{}\n",
+        "[workspace]\nresolver = \"3\"\nmembers = [{}]\n\n[patch.crates-io]\n{}\n\n{}",
         members.join(", "),
-        patches.join("\n")
+        patches.join("\n"),
+        profile_sections(&workspace_manifest)
     );
     write(&unpacked.join("Cargo.toml"), &manifest)?;
     std::fs::copy(root.join("Cargo.lock"), unpacked.join("Cargo.lock"))
@@ -72,6 +77,23 @@ pub(crate) fn check() -> Result<(), String> {
         ],
         &[],
     )
+}
+
+/// The `[profile.*]` tables of a manifest, as written.
+fn profile_sections(manifest: &str) -> String {
+    let mut in_profile = false;
+    let mut sections = String::new();
+    for line in manifest.lines() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with('[') {
+            in_profile = trimmed.starts_with("[profile.");
+        }
+        if in_profile && !trimmed.starts_with('#') {
+            sections.push_str(line);
+            sections.push('\n');
+        }
+    }
+    sections
 }
 
 fn write(path: &Path, text: &str) -> Result<(), String> {

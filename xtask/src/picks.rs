@@ -6,7 +6,6 @@
 //! names (a workspace build unifies every member's features and would hide it).
 
 use std::collections::BTreeSet;
-use std::process::Command;
 
 /// One pick: its crate in `tests/picks`, its bound, what it must not pull, and the rmcp
 /// pick it is set beside.
@@ -65,10 +64,8 @@ const PICKS: &[Pick] = &[
 
 /// `cargo ARGS` run for its standard output.
 fn cargo_output(args: &[&str]) -> Result<String, String> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let output = Command::new(&cargo)
+    let output = crate::cargo_command()
         .args(args)
-        .current_dir(crate::root())
         .output()
         .map_err(|e| format!("could not run cargo {}: {e}", args.join(" ")))?;
     if !output.status.success() {
