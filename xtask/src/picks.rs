@@ -3,7 +3,8 @@
 //! picking crate itself included, as `cargo tree` lists it). A pick over its bound, one that
 //! pulls a crate it must not, or one with two versions of a crate fails the task. Each pick
 //! is also linted alone, so that the parts build, warning-free, with only the features it
-//! names (a workspace build unifies every member's features and would hide it).
+//! names (a workspace build unifies every member's features and would hide it). The whole
+//! workspace's tree may hold two versions only of the crates listed, each with why.
 
 use std::collections::BTreeSet;
 
@@ -170,9 +171,66 @@ pub(crate) fn check() -> Result<(), String> {
             ));
         }
     }
+    problems.extend(whole_tree_duplicates()?);
     if problems.is_empty() {
         Ok(())
     } else {
         Err(format!("the picks: {}", problems.join("; ")))
     }
+}
+
+/// Crates of which the whole workspace (the CLI and the sidecar beside the libraries) holds two
+/// versions because no released version of their dependents unifies them, with why. A
+/// duplicate not listed fails the task, and so does a listed one that is gone, so the list
+/// stays what the tree is.
+const UNAVOIDABLE_DUPLICATES: &[(&str, &str)] = &[
+    (
+        "getrandom",
+        "ring 0.17 (rustls's provider) needs 0.2 and zip 9 needs 0.4 for any feature set;          zip 8, which makes it optional, lacks 9.0's fixes for hostile archives",
+    ),
+    (
+        "syn",
+        "zip 9 derives zeroize (zeroize_derive: syn 2) whatever its features; clap_derive and          the rest are on syn 3",
+    ),
+];
+
+/// Every crate of which the workspace's normal and build dependencies hold two versions,
+/// checked against [`UNAVOIDABLE_DUPLICATES`].
+fn whole_tree_duplicates() -> Result<Vec<String>, String> {
+    let duplicated = cargo_output(&[
+        "tree",
+        "--workspace",
+        "-e",
+        "normal,build",
+        "--duplicates",
+        "--depth",
+        "0",
+        "--prefix",
+        "none",
+    ])?;
+    let names: BTreeSet<String> = crates_of(&duplicated)
+        .iter()
+        .filter_map(|krate| krate.split_whitespace().next().map(str::to_owned))
+        .collect();
+    let mut problems = Vec::new();
+    for name in &names {
+        if !UNAVOIDABLE_DUPLICATES
+            .iter()
+            .any(|(known, _)| known == name)
+        {
+            problems.push(format!(
+                "the workspace holds two versions of {name}: align the dependents' versions"
+            ));
+        }
+    }
+    for (known, why) in UNAVOIDABLE_DUPLICATES {
+        if names.contains(*known) {
+            println!("xtask picks: two versions of {known} in the whole workspace: {why}");
+        } else {
+            problems.push(format!(
+                "{known} is no longer duplicated: remove it from UNAVOIDABLE_DUPLICATES"
+            ));
+        }
+    }
+    Ok(problems)
 }
