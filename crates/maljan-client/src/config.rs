@@ -7,6 +7,7 @@ use maljan_breaker::BreakerSettings;
 use maljan_mcp_proto::mcp::{ClientRoot, ElicitationPolicy, Implementation, ServerRequestPolicy};
 #[cfg(feature = "stdio")]
 use maljan_mcp_stdio::{ServerCommand, StdioConfig};
+pub use maljan_mcp_transport::session::EraChoice;
 use maljan_staging::SampleMount;
 
 /// How to reach a server.
@@ -158,7 +159,9 @@ pub struct ClientSettings {
     pub elicitation: ElicitationPolicy,
     /// Whether the client declares `roots`: `roots/list` then lists the job's directory.
     pub declare_roots: bool,
-    /// Which protocol era to speak: found by `server/discover` (the default), or fixed.
+    /// Which protocol era to speak: found by `server/discover` (the default), or fixed. With
+    /// `auto`, a server found to hold sessions at an HTTP origin is not asked again by the
+    /// same connection context.
     pub era: EraChoice,
     /// How long `server/discover` waits for an answer before the server is taken as one of
     /// the legacy era (which need not answer a method it does not know).
@@ -197,61 +200,6 @@ impl Default for RunLimits {
             max_instances_per_step: 1000,
             max_calls: 10_000,
             max_taken_bytes: None,
-        }
-    }
-}
-
-/// Which protocol era a client speaks to a server.
-///
-/// In a configuration: `auto`, `session` (or `legacy`, its older name) or `stateless` (or
-/// `modern`).
-///
-/// ```
-/// use maljan_client::EraChoice;
-/// assert_eq!("auto".parse::<EraChoice>().unwrap(), EraChoice::Auto);
-/// assert_eq!("legacy".parse::<EraChoice>().unwrap(), EraChoice::Session);
-/// let wrong = "2026".parse::<EraChoice>().unwrap_err();
-/// assert!(wrong.contains("auto, session or stateless"));
-/// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-#[non_exhaustive]
-pub enum EraChoice {
-    /// Ask `server/discover` first and fall back to `initialize` by the spec's rules; a
-    /// server found to hold sessions at an HTTP origin is not asked again by this context.
-    #[default]
-    Auto,
-    /// Only `initialize` and a session (2024-11-05 to 2025-11-25), never `server/discover`.
-    #[serde(alias = "legacy")]
-    Session,
-    /// Only stateless (2026-07-28): a server that does not speak it fails its set-up.
-    #[serde(alias = "modern")]
-    Stateless,
-}
-
-impl EraChoice {
-    /// `auto`, `session` or `stateless`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EraChoice::Auto => "auto",
-            EraChoice::Session => "session",
-            EraChoice::Stateless => "stateless",
-        }
-    }
-}
-
-impl std::str::FromStr for EraChoice {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        match text {
-            "auto" => Ok(EraChoice::Auto),
-            "session" | "legacy" => Ok(EraChoice::Session),
-            "stateless" | "modern" => Ok(EraChoice::Stateless),
-            other => Err(format!(
-                "the era {other:?} is not one this client speaks: write auto, session or \
-                 stateless"
-            )),
         }
     }
 }

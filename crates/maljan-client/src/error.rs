@@ -2,6 +2,7 @@
 
 #[cfg(feature = "stdio")]
 use maljan_mcp_stdio::SpawnError;
+use maljan_mcp_transport::session::SessionError;
 
 /// Why a server could not be used. Failures of a single call are not errors: they are
 /// [`ToolAnswer`](maljan_mcp_proto::maljan::ToolAnswer)s that failed, with a code.
@@ -12,16 +13,16 @@ pub enum ClientError {
     #[cfg(feature = "stdio")]
     #[error(transparent)]
     Spawn(#[from] SpawnError),
-    /// Setup (initialize, tools/list, capabilities) failed.
-    #[error("{}", setup_failed_text(server, step, cause, exit, stderr_tail))]
+    /// Setup (`server/discover` or `initialize`, `tools/list`) failed.
+    #[error("{}", setup_failed_text(server, cause, stderr_tail))]
     SetupFailed {
         /// The server's name.
         server: String,
-        /// The step that failed: `initialize`, `tools/list`.
+        /// The step that failed: `server/discover`, `initialize`, `tools/list`.
         step: &'static str,
         /// What went wrong.
         #[source]
-        cause: Box<crate::setup::SetupFailure>,
+        cause: Box<SessionError>,
         /// How the process ended, when it did.
         exit: Option<String>,
         /// The last lines of its stderr.
@@ -105,21 +106,21 @@ impl ClientError {
     }
 }
 
-fn setup_failed_text(
-    server: &str,
-    step: &str,
-    detail: &crate::setup::SetupFailure,
-    exit: &Option<String>,
-    stderr_tail: &str,
-) -> String {
-    let mut text = format!("server {server} could not be set up: {step} failed: {detail}");
-    if let Some(exit) = exit {
-        text.push_str(&format!("; the server {exit}"));
-    }
-    if stderr_tail.is_empty() {
-        text.push_str("; it wrote nothing on stderr");
+fn setup_failed_text(server: &str, cause: &SessionError, stderr_tail: &str) -> String {
+    let detail = cause.to_string();
+    let step = cause.method();
+    let mut text = if detail.contains(step) {
+        format!("server {server} could not be set up: {detail}")
     } else {
-        text.push_str(&format!("; last stderr:\n{stderr_tail}"));
+        format!("server {server} could not be set up: {step} failed: {detail}")
+    };
+    // A lost connection's error already says how the server ended and what it last wrote.
+    if !cause.is_lost() {
+        if stderr_tail.is_empty() {
+            text.push_str("; it wrote nothing on stderr");
+        } else {
+            text.push_str(&format!("; last stderr:\n{stderr_tail}"));
+        }
     }
     text.push_str(
         "\nCheck that the command starts an MCP server over stdio (try running it by hand).",

@@ -76,5 +76,5 @@ pub use report::{
 #[cfg(feature = "runs")]
 pub use run::{Configured, Connector, MAX_RESTARTS, Run, RunEnd, ServerRecord, Unavailable};
 pub use server_connection::{ServerConnection, StartedConnection};
-pub use setup::{ServerSetup, SetupFailure};
+pub use setup::ServerSetup;
 pub use trace::{TraceParent, TraceParentError};

@@ -29,7 +29,7 @@ use crate::reach::ServerReach;
 use crate::setup::{ServerSetup, SetupPlan, set_up};
 use crate::staging::Staged;
 use crate::starting::start_transport;
-use crate::timeout::{RequestService, Timeout};
+use crate::timeout::RequestService;
 use crate::tool_calls::ToolCalls;
 use crate::trace::TraceParent;
 use crate::wire::Wire;
@@ -180,22 +180,17 @@ impl StartedConnection {
             },
             discover_wait: settings.discover_timeout.min(settings.setup_timeout),
         };
-        let (wire, result) = set_up(Timeout::new(transport), plan, settings.default_timeout).await;
-        let setup = match result {
-            Ok(setup) => setup,
-            Err((step, cause)) => {
-                let stderr_now = info.stderr_tail();
-                let report = wire.into_inner().into_transport().close().await;
+        let (wire, setup) = match set_up(transport, plan, settings.default_timeout).await {
+            Ok(set_up) => set_up,
+            Err(cause) => {
                 return Err(ClientError::SetupFailed {
                     server: name,
-                    step,
+                    step: cause.method(),
+                    exit: cause.exit().map(|status| format!("exited with {status}")),
+                    stderr_tail: cause
+                        .stderr_tail()
+                        .map_or_else(|| info.stderr_tail(), str::to_owned),
                     cause: Box::new(cause),
-                    exit: report.status.map(|s| format!("exited with {s}")),
-                    stderr_tail: if report.stderr_tail.is_empty() {
-                        stderr_now
-                    } else {
-                        report.stderr_tail
-                    },
                 });
             }
         };

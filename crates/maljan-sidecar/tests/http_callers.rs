@@ -419,6 +419,9 @@ async fn four_hundred_calls_at_once_run_sixteen_at_a_time_and_the_rest_are_told_
     eprintln!(
         "400 calls: {ok} answered, {busy} busy, {most_threads} threads at most, peak {peak} KiB"
     );
-    assert!(most_threads <= 16 + 8 + 4, "{most_threads} threads");
+    // Sixteen calls hold a thread each; a thread handed back at a call's end may not be idle
+    // yet when the next call starts, so up to as many again exist for a moment, beside the
+    // runtime's own (main and two workers). Never one per caller.
+    assert!(most_threads <= 2 * 16 + 4, "{most_threads} threads");
     assert!(peak < 1024 * 1024, "the server peaked at {peak} KiB");
 }

@@ -10,7 +10,7 @@ fn every_public_error_is_send_sync_and_static() {
     portable::<maljan_confine::Refusal>();
     portable::<maljan_ledger::SinkError>();
     portable::<maljan_client::ClientError>();
-    portable::<maljan_client::SetupFailure>();
+    portable::<maljan_mcp_transport::session::SessionError>();
     portable::<maljan_mcp_transport::TransportFailure>();
     portable::<maljan_mcp_transport::memory::MemoryError>();
     portable::<maljan_mcp_http::HttpError>();
@@ -89,19 +89,23 @@ fn a_failed_setup_keeps_why_as_its_source() {
     let error = maljan_client::ClientError::SetupFailed {
         server: "slow".to_owned(),
         step: "initialize",
-        cause: Box::new(maljan_client::SetupFailure::NoAnswer(
-            std::time::Duration::from_secs(3),
-        )),
+        cause: Box::new(maljan_mcp_transport::session::SessionError::NoAnswer {
+            method: "initialize",
+            waited: std::time::Duration::from_secs(3),
+        }),
         exit: None,
         stderr_tail: String::new(),
     };
-    assert_eq!(
-        error.source().map(ToString::to_string).as_deref(),
-        Some("no answer within 3 s")
-    );
+    let source = error.source().map(ToString::to_string).unwrap_or_default();
     assert!(
-        error
-            .to_string()
-            .contains("initialize failed: no answer within 3 s")
+        source.starts_with("no answer to initialize within 3 s"),
+        "{source}"
+    );
+    assert!(!source.contains("cancelled"), "{source}");
+    let text = error.to_string();
+    assert!(
+        text.contains("could not be set up: no answer to initialize within 3 s")
+            && text.contains("it wrote nothing on stderr"),
+        "{text}"
     );
 }

@@ -3,7 +3,7 @@
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use maljan_mcp_proto::mcp::{EndlessToolList, NoCommonGround, UnsupportedVersion};
+use maljan_mcp_proto::mcp::{EndlessToolList, NoCommonGround, UnsupportedVersion, methods};
 
 use crate::TransportFailure;
 
@@ -30,12 +30,9 @@ pub enum SessionError {
         message: String,
     },
     /// No answer within the wait; the request was cancelled on the server
-    /// (`notifications/cancelled`, or its stream closed over HTTP).
-    #[error(
-        "no answer to {method} within {} s; the request was cancelled on the server \
-         (give it a longer deadline if the work takes that long)",
-        .waited.as_secs_f64()
-    )]
+    /// (`notifications/cancelled`, or its stream closed over HTTP), unless it was
+    /// `initialize`, which the lifecycle forbids cancelling.
+    #[error("{}", no_answer_words(method, *waited))]
     NoAnswer {
         /// The request's method.
         method: &'static str,
@@ -90,18 +87,53 @@ pub enum SessionError {
     #[error(transparent)]
     EndlessToolList(#[from] EndlessToolList),
     /// A stateless server asked for input to a call (`input_required`), which a session
-    /// does not give: it declares no client capabilities.
+    /// does not give.
     #[error(
-        "the server asked for input to {tool}, which this session does not give (it declares \
-         no client capabilities); make the tool work without the input"
+        "the server asked for input to {tool}, which a session does not give; make the tool \
+         work without the input, or answer it on a request path of your own \
+         (Session::into_parts)"
     )]
     InputRequired {
         /// The tool called.
         tool: String,
     },
+    /// The settings ask for the stateless era and the server does not speak it.
+    #[error(
+        "the server does not speak the stateless era (2026-07-28), and the settings ask for it \
+         (era = \"stateless\"); set era = \"auto\" to speak the session era to it"
+    )]
+    NotStateless,
 }
 
 impl SessionError {
+    /// The request that failed: `server/discover`, `initialize`, `tools/list`, `tools/call`.
+    ///
+    /// ```
+    /// use maljan_mcp_transport::session::SessionError;
+    /// assert_eq!(SessionError::NotStateless.method(), "server/discover");
+    /// ```
+    pub fn method(&self) -> &'static str {
+        match self {
+            SessionError::ErrorAnswer { method, .. }
+            | SessionError::NoAnswer { method, .. }
+            | SessionError::Lost { method, .. }
+            | SessionError::Transport { method, .. }
+            | SessionError::Malformed { method, .. } => method,
+            SessionError::Version(_) => methods::INITIALIZE,
+            SessionError::Unusable(_) | SessionError::NotStateless => methods::SERVER_DISCOVER,
+            SessionError::EndlessToolList(_) => methods::TOOLS_LIST,
+            SessionError::InputRequired { .. } => methods::TOOLS_CALL,
+        }
+    }
+
+    /// How the server's process exited, when the connection was lost and it had one.
+    pub fn exit(&self) -> Option<ExitStatus> {
+        match self {
+            SessionError::Lost { exit, .. } => *exit,
+            _ => None,
+        }
+    }
+
     /// Whether the connection is gone: nothing more can be sent on this session.
     pub fn is_lost(&self) -> bool {
         matches!(self, SessionError::Lost { .. })
@@ -113,6 +145,19 @@ impl SessionError {
             SessionError::Lost { stderr_tail, .. } => Some(stderr_tail),
             _ => None,
         }
+    }
+}
+
+fn no_answer_words(method: &str, waited: Duration) -> String {
+    let waited = waited.as_secs_f64();
+    if method == methods::INITIALIZE {
+        // The lifecycle forbids cancelling initialize.
+        format!("no answer to {method} within {waited} s; check that the server speaks MCP")
+    } else {
+        format!(
+            "no answer to {method} within {waited} s; the request was cancelled on the server \
+             (give it a longer deadline if the work takes that long)"
+        )
     }
 }
 

@@ -42,6 +42,7 @@
 //! # }
 //! ```
 
+mod era_choice;
 mod error;
 
 use std::time::Duration;
@@ -61,6 +62,7 @@ use crate::failure::TransportFailure;
 use crate::report::CloseReport;
 use crate::transport::{OutgoingRequest, PendingReply, Transport};
 
+pub use era_choice::EraChoice;
 pub use error::SessionError;
 
 /// The most `tools/list` pages a set-up reads.
@@ -69,13 +71,15 @@ const MAX_TOOL_PAGES: usize = 1000;
 /// lines are known.
 const EXIT_GRACE: Duration = Duration::from_secs(2);
 
-/// How a session is set up: who the client says it is and how long set-up waits.
+/// How a session is set up: who the client says it is, what it declares, which era it
+/// speaks and how long set-up waits.
 ///
 /// ```
 /// use std::time::Duration;
-/// use maljan_mcp_transport::session::SessionSettings;
+/// use maljan_mcp_transport::session::{EraChoice, SessionSettings};
 /// let settings = SessionSettings::default()
 ///     .client("my-tool", "1.0")
+///     .era(EraChoice::Session)
 ///     .setup_wait(Duration::from_secs(60));
 /// assert_eq!(settings.client_info.name, "my-tool");
 /// ```
@@ -89,6 +93,11 @@ pub struct SessionSettings {
     /// How long `server/discover` waits before the server is taken as one with sessions
     /// (5 s, at most the set-up wait).
     pub discover_wait: Duration,
+    /// Which era to speak: found by asking (the default), or fixed.
+    pub era: EraChoice,
+    /// The client capabilities declared (none by default). A session answers none of the
+    /// server's requests itself: declare only what the transport's owner answers.
+    pub capabilities: Map<String, Value>,
 }
 
 impl Default for SessionSettings {
@@ -101,6 +110,8 @@ impl Default for SessionSettings {
             },
             setup_wait: Duration::from_secs(30),
             discover_wait: Duration::from_secs(5),
+            era: EraChoice::Auto,
+            capabilities: Map::new(),
         }
     }
 }
@@ -127,12 +138,41 @@ impl SessionSettings {
         self.discover_wait = wait;
         self
     }
+
+    /// Speaks `era`.
+    pub fn era(mut self, era: EraChoice) -> Self {
+        self.era = era;
+        self
+    }
+
+    /// Declares `capabilities` (the object `initialize` and the stateless `_meta` carry).
+    pub fn capabilities(mut self, capabilities: Map<String, Value>) -> Self {
+        self.capabilities = capabilities;
+        self
+    }
+}
+
+/// What a set-up session is made of, for a caller that builds its own request path on the
+/// transport ([`Session::into_parts`]).
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct SessionParts {
+    /// The transport, its set-up window closed.
+    pub transport: Box<dyn Transport>,
+    /// The protocol version agreed on; its era says whether requests are stateless.
+    pub protocol: ProtocolVersion,
+    /// Who the server says it is.
+    pub server_info: Implementation,
+    /// How to use the server, for a model, when it says.
+    pub instructions: Option<String>,
+    /// The server's tools, as listed at set-up.
+    pub tools: Vec<Tool>,
 }
 
 /// A set-up session with one server: its era and version agreed, its tools listed.
 ///
-/// A session declares no client capabilities; the server's `ping` is answered by the
-/// transport. Dropping it drops the transport (a stdio server is killed); call
+/// A session declares no client capabilities unless its settings name some; the server's
+/// `ping` is answered by the transport. Dropping it drops the transport (a stdio server is killed); call
 /// [`close`](Session::close) for an orderly shutdown.
 #[derive(Debug)]
 pub struct Session {
@@ -162,8 +202,16 @@ impl Session {
         transport: impl Transport + 'static,
         settings: SessionSettings,
     ) -> Result<Session, SessionError> {
+        Session::set_up_boxed(Box::new(transport), settings).await
+    }
+
+    /// [`set_up`](Session::set_up) for a transport already boxed.
+    pub async fn set_up_boxed(
+        transport: Box<dyn Transport>,
+        settings: SessionSettings,
+    ) -> Result<Session, SessionError> {
         let mut session = Session {
-            transport: Box::new(transport),
+            transport,
             protocol: ProtocolVersion::newest_of(Era::Session),
             server_info: settings.client_info.clone(),
             instructions: None,
@@ -259,8 +307,23 @@ impl Session {
         self.transport.close().await
     }
 
+    /// The transport and what set-up learned, for a caller that makes its own requests (the
+    /// stateless era's `_meta` is then the caller's to add).
+    pub fn into_parts(self) -> SessionParts {
+        SessionParts {
+            transport: self.transport,
+            protocol: self.protocol,
+            server_info: self.server_info,
+            instructions: self.instructions,
+            tools: self.tools,
+        }
+    }
+
     /// Agrees on an era and a version.
     async fn agree(&self, settings: &SessionSettings) -> Result<Agreed, SessionError> {
+        if settings.era == EraChoice::Session {
+            return self.initialize(settings).await;
+        }
         let mut probe = EraProbe::new();
         loop {
             let answer = self.discover(settings, probe.version()).await?;
@@ -269,8 +332,11 @@ impl Session {
                 ProbeStep::Stateless(result) => {
                     let protocol = probe.version();
                     self.transport.set_protocol(protocol);
-                    let meta =
-                        stateless_meta(protocol.as_str(), &Map::new(), &settings.client_info);
+                    let meta = stateless_meta(
+                        protocol.as_str(),
+                        &settings.capabilities,
+                        &settings.client_info,
+                    );
                     return Ok(Agreed {
                         protocol,
                         server_info: result.server_info().unwrap_or_else(unnamed_server),
@@ -279,6 +345,9 @@ impl Session {
                     });
                 }
                 ProbeStep::Unusable(why) => return Err(SessionError::Unusable(why)),
+                _ if settings.era == EraChoice::Stateless => {
+                    return Err(SessionError::NotStateless);
+                }
                 _ => return self.initialize(settings).await,
             }
         }
@@ -291,7 +360,11 @@ impl Session {
         settings: &SessionSettings,
         version: ProtocolVersion,
     ) -> Result<Option<Reply>, SessionError> {
-        let meta = stateless_meta(version.as_str(), &Map::new(), &settings.client_info);
+        let meta = stateless_meta(
+            version.as_str(),
+            &settings.capabilities,
+            &settings.client_info,
+        );
         let request =
             OutgoingRequest::new(methods::SERVER_DISCOVER, Some(json!({ "_meta": meta })))
                 .stateless(version);
@@ -309,7 +382,8 @@ impl Session {
 
     /// The session era's handshake: `initialize`, then `notifications/initialized`.
     async fn initialize(&self, settings: &SessionSettings) -> Result<Agreed, SessionError> {
-        let params = InitializeParams::new(settings.client_info.clone());
+        let params = InitializeParams::new(settings.client_info.clone())
+            .with_capabilities(settings.capabilities.clone());
         let request = OutgoingRequest::new(methods::INITIALIZE, serde_json::to_value(params).ok());
         let raw = self
             .request(methods::INITIALIZE, request, settings.setup_wait)

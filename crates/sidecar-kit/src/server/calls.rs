@@ -54,11 +54,13 @@ impl Server {
             Err(busy) => return Ok(tool_reply(&id, Err(busy), &tool_name(&params))),
         };
         let reply_id = id.clone();
-        let call = move || {
-            let _turn = turn;
-            self.call_blocking(id, &params, job, cancellation, expected.as_deref())
-        };
-        match tokio::task::spawn_blocking(call).await {
+        let call = move || self.call_blocking(id, &params, job, cancellation, expected.as_deref());
+        let outcome = tokio::task::spawn_blocking(call).await;
+        // The turn is given back once the call's thread is done with it, not while that
+        // thread is still being handed back: the next call then finds it idle instead of
+        // starting another.
+        drop(turn);
+        match outcome {
             Ok(outcome) => outcome,
             Err(_) => Ok(encode(&error_reply(
                 reply_id,
