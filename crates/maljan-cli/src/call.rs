@@ -10,10 +10,11 @@ use maljan_client::{
 };
 use serde_json::{Value, json};
 
+use crate::arguments::WrittenArguments;
 use crate::config::Config;
 use crate::error::CliError;
 use crate::stdout::{out, outln};
-use crate::{Format, arguments, ledger_file, print_json, progress, render};
+use crate::{Format, ledger_file, print_json, progress, render};
 
 /// The `call` subcommand's options.
 #[derive(Debug, clap::Args)]
@@ -22,11 +23,13 @@ pub(crate) struct CallCommand {
     pub(crate) server: String,
     /// The tool.
     pub(crate) tool: String,
-    /// key=value or key:=JSON pairs.
+    /// key=value (typed by the tool's input schema: a=2 sends a number where the schema
+    /// says integer), key=@FILE (the file's text), or key:=JSON (any JSON value, as
+    /// written).
     pub(crate) arguments: Vec<String>,
     /// All arguments as one JSON object (pairs are added on top).
-    #[arg(long, value_name = "OBJECT")]
-    pub(crate) json: Option<String>,
+    #[arg(long = "args", alias = "json", value_name = "OBJECT")]
+    pub(crate) args: Option<String>,
     /// How long to wait when the server's manifest gives no timeout_s, in seconds.
     #[arg(long, value_name = "SECONDS")]
     pub(crate) timeout: Option<f64>,
@@ -87,7 +90,8 @@ pub(crate) async fn run(
     mut config: Config,
     mut options: CallCommand,
 ) -> Result<ExitCode, CliError> {
-    let mut arguments = arguments::parse(&options.arguments, options.json.as_deref())?;
+    let written = WrittenArguments::parse(&options.arguments, options.args.as_deref())?;
+    let mut arguments = written.untyped();
     let server_config = config.server(Some(&options.server))?;
     let local_server = matches!(server_config.transport, ServerTransport::Stdio(_))
         && server_config.sample_mount.is_none();
@@ -115,6 +119,8 @@ pub(crate) async fn run(
     } else {
         None
     };
+    // The staged file and its copy in the job, pointed at once the arguments are typed.
+    let mut staged = None;
     if let (Some(job), Some(file)) = (&job, &options.stage) {
         let sample = job.add_sample(file).map_err(|e| CliError::Job {
             path: file.clone(),
@@ -127,6 +133,7 @@ pub(crate) async fn run(
                     .to_owned(),
             });
         }
+        staged = Some((file.clone(), sample.path.clone()));
     }
     // What the call did with the job's files (uploads, degradations), as it tells it.
     let heard = Arc::new(ReportBuilder::default());
@@ -143,6 +150,23 @@ pub(crate) async fn run(
         match options.format {
             Format::Json => print_json(&connection.card()),
             Format::Text => outln!("{}", render::card(&connection.card())),
+        }
+    }
+    let schema = connection
+        .model_tools()
+        .into_iter()
+        .find(|tool| tool.name == options.tool)
+        .map(|tool| tool.input_schema.clone());
+    if let Some(schema) = schema {
+        match written.typed(&options.tool, &schema) {
+            Ok(typed) => arguments = typed,
+            Err(refused) => {
+                connection.close().await;
+                return Err(refused);
+            }
+        }
+        if let Some((file, sample)) = &staged {
+            point_at_sample(&mut arguments, file, sample);
         }
     }
     let answer = connection.call(&options.tool, arguments).await;

@@ -6,6 +6,7 @@ mod config;
 mod demo;
 mod error;
 mod ledger_file;
+mod parameters;
 mod progress;
 mod render;
 mod run;
@@ -15,7 +16,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use maljan_client::{ConnectionContext, ServerConnection};
+use maljan_client::{ClientError, ConnectionContext, ServerConnection};
 
 use crate::config::Config;
 use crate::error::CliError;
@@ -52,10 +53,13 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Print the tools a model may see (platform primitives left out).
+    /// Print the tools a model may see (platform primitives left out), each with its
+    /// parameters: type, whether required, default and description.
     Tools {
         /// The server.
         server: Option<String>,
+        /// Only this tool.
+        tool: Option<String>,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -172,9 +176,22 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
             connection.close().await;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Tools { server, json } => {
+        Command::Tools { server, tool, json } => {
             let connection = connect(&config, server.as_deref()).await?;
-            let tools = connection.model_tools();
+            let mut tools = connection.model_tools();
+            if let Some(name) = &tool {
+                let known: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
+                tools.retain(|t| &t.name == name);
+                if tools.is_empty() {
+                    let server = connection.name().to_owned();
+                    connection.close().await;
+                    return Err(CliError::Client(ClientError::UnknownTool {
+                        server,
+                        tool: name.clone(),
+                        known,
+                    }));
+                }
+            }
             if json {
                 print_json(&tools);
             } else {

@@ -10,6 +10,8 @@ use maljan_mcp_proto::maljan::{Outcome, ToolAnswer};
 use maljan_mcp_proto::mcp::Tool;
 use maljan_staging::{Disclosed, DisclosureOutcome, UploadMode};
 
+use crate::parameters::{self, Parameter};
+
 pub(crate) fn card(card: &ServerCard) -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -63,18 +65,51 @@ pub(crate) fn card(card: &ServerCard) -> String {
     out
 }
 
+/// Each tool with its description, then each parameter: its type, whether it is
+/// required, its default and its description.
 pub(crate) fn tools(tools: &[&Tool]) -> String {
-    let width = tools.iter().map(|t| t.name.len()).max().unwrap_or(0);
-    tools
-        .iter()
-        .map(|t| {
-            format!(
-                "{:width$}  {}\n",
-                t.name,
-                t.description.as_deref().unwrap_or("")
-            )
-        })
-        .collect()
+    let mut out = String::new();
+    for tool in tools {
+        match tool.description.as_deref().map(str::trim) {
+            Some(description) if !description.is_empty() => {
+                let _ = writeln!(out, "{}  {}", tool.name, first_line(description));
+            }
+            _ => {
+                let _ = writeln!(out, "{}", tool.name);
+            }
+        }
+        let (declared, _) = parameters::of(&tool.input_schema);
+        let width = declared.iter().map(|p| p.name.len()).max().unwrap_or(0);
+        let types: Vec<String> = declared.iter().map(parameter_words).collect();
+        let type_width = types.iter().map(String::len).max().unwrap_or(0);
+        for (parameter, types) in declared.iter().zip(&types) {
+            let description = parameter.description.as_deref().map(first_line);
+            let _ = writeln!(
+                out,
+                "    {:width$}  {:type_width$}  {}",
+                parameter.name,
+                types,
+                description.unwrap_or("")
+            );
+        }
+    }
+    out
+}
+
+/// A parameter's type, `required` and default, as one phrase.
+fn parameter_words(parameter: &Parameter) -> String {
+    let mut words = parameter.type_words();
+    if parameter.required {
+        words.push_str(", required");
+    }
+    if let Some(default) = &parameter.default {
+        let _ = write!(words, ", default {default}");
+    }
+    words
+}
+
+fn first_line(text: &str) -> &str {
+    text.trim().lines().next().unwrap_or("")
 }
 
 pub(crate) fn answer(answer: &ToolAnswer) -> String {

@@ -76,6 +76,55 @@ fn tools_leaves_out_the_platform_primitives() {
 }
 
 #[test]
+fn tools_shows_each_parameter_and_a_call_types_its_text_by_the_schema() {
+    let output = maljan(&["tools", "sidecar", "strings"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(text.starts_with("strings  "), "{text}");
+    assert!(
+        !text.contains("file_info"),
+        "only the tool asked for: {text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.contains("min_length") && l.contains("integer, default 4")),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.contains("path") && l.contains("string, required")),
+        "{text}"
+    );
+
+    let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
+    let path = format!("path={manifest}");
+    let output = maljan(&[
+        "call",
+        "sidecar",
+        "strings",
+        &path,
+        "min_length=30",
+        "limit=1",
+        "--format",
+        "json",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let answer: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(answer["answer"]["value"]["min_length"], 30, "{answer}");
+
+    let output = maljan(&["call", "sidecar", "strings", &path, "min_length=many"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let error = stderr(&output);
+    assert!(
+        error.contains("min_length is integer") && error.contains("min_length:=JSON"),
+        "{error}"
+    );
+    let output = maljan(&["tools", "sidecar", "no_such_tool"]);
+    assert!(!output.status.success());
+    assert!(stderr(&output).contains("strings"), "{}", stderr(&output));
+}
+
+#[test]
 fn a_failed_call_exits_one_with_the_code_and_remediation() {
     let output = maljan(&["call", "sidecar", "file_info", "path=no/such/file"]);
     assert_eq!(output.status.code(), Some(1));
