@@ -95,23 +95,27 @@ pub(crate) fn run_interop() -> Result<(), String> {
         ));
     }
 
-    let mut test = crate::cargo_command();
-    test.args([
-        "test",
-        "-p",
-        "maljan-e2e",
-        "--test",
-        "interop",
-        "--",
-        "--ignored",
-        "--test-threads=1",
-    ])
-    .envs(env)
-    .current_dir(root());
-    for name in skip {
-        test.args(["--skip", name]);
+    // The libraries against the peers, then the `maljan` command as a user runs it.
+    for package in ["maljan-e2e", "maljan-cli"] {
+        let mut test = crate::cargo_command();
+        test.args([
+            "test",
+            "-p",
+            package,
+            "--test",
+            "interop",
+            "--",
+            "--ignored",
+            "--test-threads=1",
+        ])
+        .envs(env.iter().cloned())
+        .current_dir(root());
+        for name in &skip {
+            test.args(["--skip", name]);
+        }
+        run(&mut test)?;
     }
-    run(&mut test)
+    Ok(())
 }
 
 /// A virtual environment at `venv` with the Python SDK `sdk` (which has the module

@@ -19,10 +19,10 @@ use crate::{Format, ledger_file, print_json, progress, render};
 /// The `call` subcommand's options.
 #[derive(Debug, clap::Args)]
 pub(crate) struct CallCommand {
-    /// The server.
+    /// The server (left out when its command follows `--`).
     pub(crate) server: String,
     /// The tool.
-    pub(crate) tool: String,
+    pub(crate) tool: Option<String>,
     /// key=value (typed by the tool's input schema: a=2 sends a number where the schema
     /// says integer), key=@FILE (the file's text), or key:=JSON (any JSON value, as
     /// written).
@@ -55,6 +55,30 @@ pub(crate) struct CallCommand {
     /// Take the files the tool names in its answer into the job's artefact store.
     #[arg(long)]
     pub(crate) take: bool,
+    /// A stdio server's command, instead of a configured server: `maljan call get-sum a=2
+    /// b=3 -- npx -y @modelcontextprotocol/server-everything`.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub(crate) command: Vec<String>,
+}
+
+impl CallCommand {
+    /// The server's name (none when its command follows `--`) and the tool's: with a
+    /// command, the first word is the tool and the rest are its arguments.
+    fn server_and_tool(&mut self) -> Result<(Option<String>, String), CliError> {
+        if self.command.is_empty() {
+            let tool = self.tool.take().ok_or_else(|| CliError::BadArgument {
+                argument: self.server.clone(),
+                detail: "name the server and the tool: maljan call SERVER TOOL [key=value…], \
+                         or maljan call TOOL [key=value…] -- SERVER-COMMAND"
+                    .to_owned(),
+            })?;
+            return Ok((Some(self.server.clone()), tool));
+        }
+        if let Some(first) = self.tool.take() {
+            self.arguments.insert(0, first);
+        }
+        Ok((None, self.server.clone()))
+    }
 }
 
 /// Replaces argument values naming `file` by `sample`; how many were replaced.
@@ -90,9 +114,11 @@ pub(crate) async fn run(
     mut config: Config,
     mut options: CallCommand,
 ) -> Result<ExitCode, CliError> {
+    let (server, tool) = options.server_and_tool()?;
+    config.add_command_server(&options.command, None);
     let written = WrittenArguments::parse(&options.arguments, options.args.as_deref())?;
     let mut arguments = written.untyped();
-    let server_config = config.server(Some(&options.server))?;
+    let server_config = config.server(server.as_deref())?;
     let local_server = matches!(server_config.transport, ServerTransport::Stdio(_))
         && server_config.sample_mount.is_none();
     if options.stage.is_none() && local_server {
@@ -155,10 +181,10 @@ pub(crate) async fn run(
     let schema = connection
         .model_tools()
         .into_iter()
-        .find(|tool| tool.name == options.tool)
+        .find(|offered| offered.name == tool)
         .map(|tool| tool.input_schema.clone());
     if let Some(schema) = schema {
-        match written.typed(&options.tool, &schema) {
+        match written.typed(&tool, &schema) {
             Ok(typed) => arguments = typed,
             Err(refused) => {
                 connection.close().await;
@@ -169,9 +195,9 @@ pub(crate) async fn run(
             point_at_sample(&mut arguments, file, sample);
         }
     }
-    let answer = connection.call(&options.tool, arguments).await;
+    let answer = connection.call(&tool, arguments).await;
     let taken = match &answer {
-        Ok(answer) if options.take => connection.take_files(&options.tool, answer, None).await,
+        Ok(answer) if options.take => connection.take_files(&tool, answer, None).await,
         _ => Vec::new(),
     };
     connection.close().await;

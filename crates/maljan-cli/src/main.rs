@@ -49,6 +49,10 @@ enum Command {
     Probe {
         /// The server (default: the config's default_server, else "sidecar").
         server: Option<String>,
+        /// A stdio server's command, instead of a configured server: `maljan probe -- npx
+        /// -y @modelcontextprotocol/server-everything`.
+        #[arg(last = true, value_name = "COMMAND")]
+        command: Vec<String>,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -60,6 +64,10 @@ enum Command {
         server: Option<String>,
         /// Only this tool.
         tool: Option<String>,
+        /// A stdio server's command, instead of a configured server: `maljan tools -- npx
+        /// -y @modelcontextprotocol/server-everything`.
+        #[arg(last = true, value_name = "COMMAND")]
+        command: Vec<String>,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -163,9 +171,15 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
         .map_err(CliError::Sidecar)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let config = Config::load(cli.config.as_deref())?;
+    let mut config = Config::load(cli.config.as_deref())?;
     match cli.command {
-        Command::Probe { server, json } => {
+        Command::Probe {
+            server,
+            command,
+            json,
+        } => {
+            config.add_command_server(&command, None);
+            let server = if command.is_empty() { server } else { None };
             let connection = connect(&config, server.as_deref()).await?;
             let card = connection.card();
             if json {
@@ -176,7 +190,20 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
             connection.close().await;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Tools { server, tool, json } => {
+        Command::Tools {
+            server,
+            mut tool,
+            command,
+            json,
+        } => {
+            // With a command, the one word before `--` is the tool.
+            let server = if command.is_empty() {
+                server
+            } else {
+                tool = tool.or(server);
+                None
+            };
+            config.add_command_server(&command, None);
             let connection = connect(&config, server.as_deref()).await?;
             let mut tools = connection.model_tools();
             if let Some(name) = &tool {

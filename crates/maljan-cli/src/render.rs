@@ -10,6 +10,8 @@ use maljan_mcp_proto::maljan::{Outcome, ToolAnswer};
 use maljan_mcp_proto::mcp::Tool;
 use maljan_staging::{Disclosed, DisclosureOutcome, UploadMode};
 
+use serde_json::Value;
+
 use crate::parameters::{self, Parameter};
 
 pub(crate) fn card(card: &ServerCard) -> String {
@@ -103,17 +105,39 @@ fn parameter_words(parameter: &Parameter) -> String {
         words.push_str(", required");
     }
     if let Some(default) = &parameter.default {
-        let _ = write!(words, ", default {default}");
+        let default = default.to_string();
+        match default.char_indices().nth(MAX_DEFAULT_CHARS) {
+            Some((cut, _)) => {
+                let _ = write!(words, ", default {}…", &default[..cut]);
+            }
+            None => {
+                let _ = write!(words, ", default {default}");
+            }
+        }
     }
     words
 }
+
+/// The most characters of a default value shown in the tool list (a server's defaults may
+/// be whole URLs or documents).
+const MAX_DEFAULT_CHARS: usize = 32;
 
 fn first_line(text: &str) -> &str {
     text.trim().lines().next().unwrap_or("")
 }
 
+/// An answer: its text as text, content blocks one by one (images, audio and resources
+/// named with their type and size, not their bytes), anything structured as readable JSON.
 pub(crate) fn answer(answer: &ToolAnswer) -> String {
-    let value = serde_json::to_string_pretty(&answer.value).unwrap_or_default();
+    let value = match &answer.value {
+        Value::String(text) => text.trim_end().to_owned(),
+        Value::Array(blocks) if blocks.iter().all(is_content_block) => blocks
+            .iter()
+            .map(content_block)
+            .collect::<Vec<_>>()
+            .join("\n"),
+        structured => serde_json::to_string_pretty(structured).unwrap_or_default(),
+    };
     match &answer.outcome {
         Outcome::Ok => format!("ok\n{value}\n"),
         Outcome::Failed(f) => {
@@ -124,6 +148,44 @@ pub(crate) fn answer(answer: &ToolAnswer) -> String {
             out
         }
     }
+}
+
+fn is_content_block(value: &Value) -> bool {
+    value.get("type").and_then(Value::as_str).is_some()
+}
+
+/// One content block as a person reads it.
+fn content_block(block: &Value) -> String {
+    let field = |name: &str| block.get(name).and_then(Value::as_str).unwrap_or("");
+    match field("type") {
+        "text" => field("text").trim_end().to_owned(),
+        kind @ ("image" | "audio") => format!(
+            "[{kind} {}, {} bytes]",
+            field("mimeType"),
+            decoded_len(field("data"))
+        ),
+        "resource_link" => format!("[resource link {} {}]", field("name"), field("uri")),
+        "resource" => {
+            let resource = block.get("resource").cloned().unwrap_or_default();
+            let part = |name: &str| resource.get(name).and_then(Value::as_str).unwrap_or("");
+            match resource.get("text").and_then(Value::as_str) {
+                Some(text) => format!("[resource {} {}]\n{}", part("uri"), part("mimeType"), text),
+                None => format!(
+                    "[resource {} {}, {} bytes]",
+                    part("uri"),
+                    part("mimeType"),
+                    decoded_len(part("blob"))
+                ),
+            }
+        }
+        _ => serde_json::to_string_pretty(block).unwrap_or_default(),
+    }
+}
+
+/// The length of the bytes base64 `data` holds.
+fn decoded_len(data: &str) -> usize {
+    let padding = data.bytes().rev().take_while(|b| *b == b'=').count();
+    (data.len() / 4 * 3).saturating_sub(padding)
 }
 
 /// The disclosure block, the degradations and the files taken, as `heard` them.
@@ -270,4 +332,38 @@ pub(crate) fn run_summary(
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn ok(value: Value) -> ToolAnswer {
+        ToolAnswer {
+            value,
+            outcome: Outcome::Ok,
+        }
+    }
+
+    #[test]
+    fn text_is_shown_as_text_and_binary_content_by_type_and_size() {
+        let shown = answer(&ok(json!("Repository status:\nOn branch main\n")));
+        assert_eq!(shown, "ok\nRepository status:\nOn branch main\n");
+        let shown = answer(&ok(json!([
+            {"type": "text", "text": "the logo:"},
+            {"type": "image", "mimeType": "image/png", "data": "aGVsbG8="},
+            {"type": "resource_link", "name": "notes", "uri": "file:///notes.txt"},
+            {"type": "resource", "resource": {"uri": "demo://a", "mimeType": "text/plain",
+                                              "text": "inside"}}
+        ])));
+        assert_eq!(
+            shown,
+            "ok\nthe logo:\n[image image/png, 5 bytes]\n[resource link notes file:///notes.txt]\n\
+             [resource demo://a text/plain]\ninside\n"
+        );
+        let shown = answer(&ok(json!({"entropy": 7.9})));
+        assert!(shown.contains("\"entropy\": 7.9"), "{shown}");
+    }
 }

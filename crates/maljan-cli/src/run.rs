@@ -56,6 +56,11 @@ pub(crate) struct RunCommand {
     /// The JSON Lines file the calls are recorded in (default as for `maljan call`).
     #[arg(long, env = "MALJAN_LEDGER", value_name = "PATH")]
     ledger: Option<PathBuf>,
+    /// A stdio server's command, beside the configured servers. It takes the name of the
+    /// pack's server when the pack's steps name only one, so that `maljan run pack.toml
+    /// sample -- uvx mcp-server-time` runs a one-server pack on it.
+    #[arg(last = true, value_name = "COMMAND")]
+    command: Vec<String>,
 }
 
 fn refused(errors: &PackErrors) -> ExitCode {
@@ -81,11 +86,19 @@ fn job_dir(options: &RunCommand) -> Result<PathBuf, CliError> {
     Ok(dir.clone())
 }
 
-pub(crate) async fn run(config: Config, options: RunCommand) -> Result<ExitCode, CliError> {
+pub(crate) async fn run(mut config: Config, options: RunCommand) -> Result<ExitCode, CliError> {
     let pack = match Pack::load(&options.pack) {
         Ok(pack) => pack,
         Err(errors) => return Ok(refused(&errors)),
     };
+    let mut servers: Vec<&str> = pack.steps().iter().map(|s| s.server()).collect();
+    servers.sort_unstable();
+    servers.dedup();
+    let only_server = match servers.as_slice() {
+        [only] => Some(*only),
+        _ => None,
+    };
+    config.add_command_server(&options.command, only_server);
     if let Err(errors) = pack.check_servers(config.server_names()) {
         return Ok(refused(&errors));
     }

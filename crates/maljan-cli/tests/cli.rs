@@ -125,6 +125,57 @@ fn tools_shows_each_parameter_and_a_call_types_its_text_by_the_schema() {
 }
 
 #[test]
+fn a_server_named_after_double_dash_or_in_mcp_servers_json_is_called_like_a_configured_one() {
+    let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
+    let output = maljan(&["tools", "file_info", "--", MALJAN, "sidecar"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).starts_with("file_info  "),
+        "{}",
+        stdout(&output)
+    );
+
+    let path = format!("path={manifest}");
+    let output = maljan(&[
+        "call",
+        "strings",
+        &path,
+        "min_length=40",
+        "--format",
+        "json",
+        "--",
+        MALJAN,
+        "sidecar",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let answer: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(answer["answer"]["value"]["min_length"], 40, "{answer}");
+
+    let output = maljan(&["probe", "--", MALJAN, "sidecar"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("maljan-sidecar"),
+        "{}",
+        stdout(&output)
+    );
+
+    let dir = tempfile::tempdir().expect("dir");
+    let config = dir.path().join("claude_desktop_config.json");
+    let servers = serde_json::json!({"mcpServers": {
+        "analysis": {"command": MALJAN, "args": ["sidecar"], "disabled": false}
+    }});
+    std::fs::write(&config, servers.to_string()).expect("write");
+    let config = config.display().to_string();
+    let output = maljan(&["--config", &config, "tools", "analysis", "file_info"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).starts_with("file_info  "),
+        "{}",
+        stdout(&output)
+    );
+}
+
+#[test]
 fn a_failed_call_exits_one_with_the_code_and_remediation() {
     let output = maljan(&["call", "sidecar", "file_info", "path=no/such/file"]);
     assert_eq!(output.status.code(), Some(1));

@@ -1,4 +1,7 @@
-//! The servers `maljan` knows: the bundled reference sidecar, and those of a TOML file.
+//! The servers `maljan` knows: the bundled reference sidecar, those of a TOML file or of the
+//! ecosystem's `mcpServers` JSON, and one named on the command line after `--`.
+
+mod mcp_servers;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -113,6 +116,9 @@ pub(crate) struct Config {
 impl Config {
     /// Reads the config file, if any; the bundled sidecar is always there unless the file
     /// defines a server of the same name.
+    ///
+    /// A file whose name ends in `.json` is read in the ecosystem's `mcpServers` shape (its
+    /// servers only; every setting keeps its default); any other as maljan's TOML.
     pub(crate) fn load(path: Option<&Path>) -> Result<Config, CliError> {
         let file = match path {
             None => ConfigFile::default(),
@@ -121,6 +127,16 @@ impl Config {
                     path: path.to_owned(),
                     detail: format!("cannot read it: {e}"),
                 })?;
+                if path
+                    .extension()
+                    .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+                {
+                    let servers = mcp_servers::read(&text).map_err(|detail| CliError::Config {
+                        path: path.to_owned(),
+                        detail,
+                    })?;
+                    return Config::of_servers(servers);
+                }
                 toml::from_str(&text).map_err(|e| CliError::Config {
                     path: path.to_owned(),
                     detail: e.to_string(),
@@ -202,6 +218,40 @@ impl Config {
         })
     }
 
+    /// The bundled sidecar and `servers`, with default settings; the default server is the
+    /// only one of `servers` when there is one, else the sidecar.
+    fn of_servers(servers: Vec<ServerConfig>) -> Result<Config, CliError> {
+        let default_server = match servers.as_slice() {
+            [only] => only.name.clone(),
+            _ => BUNDLED.to_owned(),
+        };
+        let mut known = BTreeMap::new();
+        known.insert(BUNDLED.to_owned(), bundled_sidecar()?);
+        known.extend(servers.into_iter().map(|s| (s.name.clone(), s)));
+        Ok(Config {
+            default_server,
+            servers: known,
+            settings: ClientSettings::default(),
+        })
+    }
+
+    /// Adds the stdio server `command` (a program and its arguments, as written after `--`)
+    /// and makes it the default server. It is named `name`, else by the last word of the
+    /// command that is not an option, as a file name (`npx -y
+    /// @modelcontextprotocol/server-everything` is `server-everything`), so that the ledger
+    /// and messages say which server it was.
+    pub(crate) fn add_command_server(&mut self, command: &[String], name: Option<&str>) {
+        let Some((program, args)) = command.split_first() else {
+            return;
+        };
+        let name = name.map_or_else(|| command_name(command), str::to_owned);
+        let mut server = ServerCommand::new(program);
+        server.args = args.to_vec();
+        self.servers
+            .insert(name.clone(), ServerConfig::stdio(name.clone(), server));
+        self.default_server = name;
+    }
+
     /// The configured servers' names.
     pub(crate) fn server_names(&self) -> impl Iterator<Item = &str> {
         self.servers.keys().map(String::as_str)
@@ -230,6 +280,30 @@ impl Config {
                 name: name.to_owned(),
                 known: self.servers.keys().cloned().collect(),
             })
+    }
+}
+
+/// A server command's name: its last word that is not an option, as a file name, without a
+/// package version (`@1.2`).
+fn command_name(command: &[String]) -> String {
+    let word = command
+        .iter()
+        .rev()
+        .find(|word| !word.starts_with('-'))
+        .map(String::as_str)
+        .unwrap_or("server");
+    let file = Path::new(word)
+        .file_name()
+        .and_then(|f| f.to_str())
+        .unwrap_or(word);
+    let unversioned = match file.rfind('@') {
+        Some(at) if at > 0 => &file[..at],
+        _ => file,
+    };
+    if unversioned.is_empty() {
+        "server".to_owned()
+    } else {
+        unversioned.to_owned()
     }
 }
 
@@ -282,6 +356,49 @@ mod tests {
             error.contains("maljan.toml") && error.contains("argz"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn a_server_command_is_named_by_its_last_plain_word() {
+        let words = |text: &str| text.split(' ').map(str::to_owned).collect::<Vec<_>>();
+        for (command, name) in [
+            (
+                "npx -y @modelcontextprotocol/server-everything",
+                "server-everything",
+            ),
+            (
+                "npx -y @modelcontextprotocol/server-memory@2026.1.1",
+                "server-memory",
+            ),
+            ("uvx mcp-server-time", "mcp-server-time"),
+            ("python3 -m mcp_server_git --repository /srv/repo", "repo"),
+            ("/usr/bin/srv --verbose", "srv"),
+        ] {
+            assert_eq!(command_name(&words(command)), name, "{command}");
+        }
+        let mut config = Config::load(None).expect("loads");
+        config.add_command_server(&words("uvx mcp-server-time"), None);
+        assert_eq!(
+            config.server(None).expect("the default").name,
+            "mcp-server-time"
+        );
+    }
+
+    #[test]
+    fn a_json_file_is_read_in_the_ecosystems_shape() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("claude_desktop_config.json");
+        std::fs::write(
+            &path,
+            r#"{"mcpServers": {"time": {"command": "uvx", "args": ["mcp-server-time"]}}}"#,
+        )
+        .expect("write");
+        let config = Config::load(Some(&path)).expect("loads");
+        assert_eq!(config.server(None).expect("the default").name, "time");
+        assert!(config.server(Some("sidecar")).is_ok());
+        std::fs::write(&path, r#"{"mcpServers": {"x": {}}}"#).expect("write");
+        let error = Config::load(Some(&path)).expect_err("refused").to_string();
+        assert!(error.contains("claude_desktop_config.json"), "{error}");
     }
 
     #[test]

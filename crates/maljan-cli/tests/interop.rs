@@ -1,0 +1,109 @@
+//! The `maljan` command against an official MCP server no one here wrote: the TypeScript
+//! SDK's `server-everything`, installed (pinned) by `cargo xtask interop`, which runs these.
+
+use std::process::{Command, Output};
+
+const MALJAN: &str = env!("CARGO_BIN_EXE_maljan");
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| panic!("{name} is set by cargo xtask interop"))
+}
+
+/// `maljan ARGS -- node server-everything`.
+fn against_everything(args: &[&str]) -> Output {
+    let ledger = tempfile::NamedTempFile::new().expect("ledger");
+    Command::new(MALJAN)
+        .args(args)
+        .arg("--")
+        .arg(env("MALJAN_INTEROP_NODE"))
+        .arg(env("MALJAN_INTEROP_EVERYTHING"))
+        .env_remove("MALJAN_CONFIG")
+        .env("MALJAN_LEDGER", ledger.path())
+        .output()
+        .expect("maljan runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+#[ignore = "run by cargo xtask interop"]
+fn server_everything_named_on_the_command_line_lists_typed_parameters() {
+    let output = against_everything(&["tools"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let shown = text(&output.stdout);
+    assert!(
+        shown.contains("get-sum  Returns the sum of two numbers"),
+        "{shown}"
+    );
+    assert!(
+        shown
+            .lines()
+            .any(|l| l.trim_start().starts_with("a  number, required")),
+        "{shown}"
+    );
+}
+
+#[test]
+#[ignore = "run by cargo xtask interop"]
+fn server_everything_gets_numbers_where_its_schema_says_number() {
+    let output = against_everything(&["call", "get-sum", "a=2", "b=3"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert_eq!(text(&output.stdout), "ok\nThe sum of 2 and 3 is 5.\n");
+
+    let output = against_everything(&["call", "get-sum", "a=two", "b=3"]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output.stderr));
+    let error = text(&output.stderr);
+    assert!(
+        error.contains("a is number") && error.contains("a:=JSON"),
+        "{error}"
+    );
+}
+
+#[test]
+#[ignore = "run by cargo xtask interop"]
+fn server_everything_images_and_links_are_named_not_dumped() {
+    let output = against_everything(&["call", "get-tiny-image"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let shown = text(&output.stdout);
+    assert!(shown.contains("[image image/png, "), "{shown}");
+    assert!(
+        !shown.contains("iVBOR"),
+        "no base64 on the terminal: {shown}"
+    );
+
+    let output = against_everything(&["call", "get-resource-links", "count=2"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let shown = text(&output.stdout);
+    assert_eq!(shown.matches("[resource link ").count(), 2, "{shown}");
+}
+
+#[test]
+#[ignore = "run by cargo xtask interop"]
+fn server_everything_from_an_mcp_servers_file() {
+    let dir = tempfile::tempdir().expect("dir");
+    let config = dir.path().join("mcp.json");
+    let servers = serde_json::json!({"mcpServers": {"everything": {
+        "command": env("MALJAN_INTEROP_NODE"),
+        "args": [env("MALJAN_INTEROP_EVERYTHING")],
+        "env": {"MALJAN_INTEROP_MARK": "from-the-file"},
+        "autoApprove": []
+    }}});
+    std::fs::write(&config, servers.to_string()).expect("write");
+    let ledger = dir.path().join("ledger.jsonl");
+    let output = Command::new(MALJAN)
+        .arg("--config")
+        .arg(&config)
+        .args(["call", "everything", "get-env"])
+        .env_remove("MALJAN_CONFIG")
+        .env("MALJAN_LEDGER", &ledger)
+        .output()
+        .expect("maljan runs");
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stdout).contains("from-the-file"),
+        "{}",
+        text(&output.stdout)
+    );
+}
