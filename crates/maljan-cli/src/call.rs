@@ -14,7 +14,7 @@ use crate::arguments::WrittenArguments;
 use crate::config::Config;
 use crate::error::CliError;
 use crate::stdout::{out, outln};
-use crate::{Format, ledger_file, print_json, progress, render};
+use crate::{Format, exit_status, ledger_file, print_json, progress, render};
 
 /// The `call` subcommand's options.
 #[derive(Debug, clap::Args)]
@@ -172,11 +172,9 @@ pub(crate) async fn run(
 
     let connection =
         ServerConnection::connect(&server_config, config.settings.clone(), context).await?;
-    if options.card {
-        match options.format {
-            Format::Json => print_json(&connection.card()),
-            Format::Text => outln!("{}", render::card(&connection.card())),
-        }
+    let card = options.card.then(|| connection.card());
+    if let (Some(card), Format::Text) = (&card, options.format) {
+        outln!("{}", render::card(card));
     }
     let schema = connection
         .model_tools()
@@ -203,9 +201,10 @@ pub(crate) async fn run(
     connection.close().await;
     let answer = answer?;
     match (options.format, &job) {
-        (Format::Json, None) => print_json(&answer),
+        (Format::Json, None) => print_json(&json!({"answer": answer, "card": card})),
         (Format::Json, Some(job)) => print_json(&json!({
             "answer": answer,
+            "card": card,
             "job": job.dir(),
             "disclosures": heard.disclosures(),
             "degradations": heard.degradations(),
@@ -218,9 +217,8 @@ pub(crate) async fn run(
             }
         }
     }
-    Ok(if answer.is_ok() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
+    Ok(match answer.failure() {
+        None => ExitCode::SUCCESS,
+        Some(failure) => ExitCode::from(exit_status::of_failed_call(&failure.code)),
     })
 }

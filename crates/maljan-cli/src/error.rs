@@ -31,6 +31,8 @@ pub(crate) enum CliError {
     Signals(#[source] io::Error),
     #[error("the demo could not be set up: {0}")]
     Demo(String),
+    #[error("the output could not be made: {0}")]
+    Output(#[source] io::Error),
     #[error("the sidecar stopped: {0}")]
     Sidecar(#[source] io::Error),
 }

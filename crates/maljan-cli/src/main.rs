@@ -5,6 +5,7 @@ mod call;
 mod config;
 mod demo;
 mod error;
+mod exit_status;
 mod ledger_file;
 mod parameters;
 mod progress;
@@ -15,7 +16,7 @@ mod stdout;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use maljan_client::{ClientError, ConnectionContext, ServerConnection};
 
 use crate::config::Config;
@@ -27,7 +28,7 @@ use crate::stdout::{errln, out};
 /// With no --config, the bundled reference sidecar is the server named "sidecar" and the
 /// default server.
 #[derive(Debug, Parser)]
-#[command(name = "maljan", version)]
+#[command(name = "maljan", version, after_help = exit_status::HELP)]
 struct Cli {
     /// A TOML file naming servers (see the README).
     #[arg(long, global = true, env = "MALJAN_CONFIG")]
@@ -42,6 +43,23 @@ enum Format {
     Json,
 }
 
+/// `--format`, with the older `--json` kept for one release.
+#[derive(Debug, Clone, Copy, clap::Args)]
+struct FormatOption {
+    /// Output format: text for a person, or one JSON document (with its schema_version).
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
+    /// The same as --format json (the older spelling, kept for one release).
+    #[arg(long, hide = true)]
+    json: bool,
+}
+
+impl FormatOption {
+    fn get(self) -> Format {
+        if self.json { Format::Json } else { self.format }
+    }
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Connect, set up, and print the server card: tools, unavailable ones with reason and
@@ -53,9 +71,8 @@ enum Command {
         /// -y @modelcontextprotocol/server-everything`.
         #[arg(last = true, value_name = "COMMAND")]
         command: Vec<String>,
-        /// Print JSON instead of text.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        format: FormatOption,
     },
     /// Print the tools a model may see (platform primitives left out), each with its
     /// parameters: type, whether required, default and description.
@@ -68,9 +85,8 @@ enum Command {
         /// -y @modelcontextprotocol/server-everything`.
         #[arg(last = true, value_name = "COMMAND")]
         command: Vec<String>,
-        /// Print JSON instead of text.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        format: FormatOption,
     },
     /// Call one tool. Arguments: key=value (a string), key:=JSON (any JSON value), or --json.
     Call(call::CallCommand),
@@ -100,10 +116,18 @@ enum Command {
         /// Only the calls of the job in DIR (its summary is then the job's).
         #[arg(long, value_name = "DIR")]
         job: Option<PathBuf>,
-        /// Print JSON instead of text.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        format: FormatOption,
     },
+    /// Print the completion script of SHELL, e.g. `maljan completions bash >
+    /// ~/.local/share/bash-completion/completions/maljan`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), e.g. `maljan man > ~/.local/share/man/man1/maljan.1`.
+    Man,
     /// Serve the bundled reference sidecar over stdio (what "sidecar" runs), or over
     /// Streamable HTTP on a loopback address (what the demo's "remote" is).
     #[command(hide = true)]
@@ -138,7 +162,7 @@ async fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             errln!("error: {e}");
-            ExitCode::from(2)
+            e.exit_status()
         }
     }
 }
@@ -153,11 +177,21 @@ async fn connect(config: &Config, server: Option<&str>) -> Result<ServerConnecti
     .await?)
 }
 
+/// Prints `value` as the invocation's one JSON document; an object without a
+/// `schema_version` gets the current one, so that every document says its shape.
 fn print_json<T: serde::Serialize>(value: &T) {
-    let mut json = serde_json::to_string_pretty(value).unwrap_or_default();
+    let mut value = serde_json::to_value(value).unwrap_or_default();
+    if let serde_json::Value::Object(map) = &mut value {
+        map.entry("schema_version")
+            .or_insert(serde_json::Value::from(JSON_SCHEMA_VERSION));
+    }
+    let mut json = serde_json::to_string_pretty(&value).unwrap_or_default();
     json.push('\n');
     stdout::write_json(&json);
 }
+
+/// The version of the JSON documents' shapes (the README's "Scripting" section).
+const JSON_SCHEMA_VERSION: u32 = 1;
 
 async fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
     if let Command::Sidecar { http } = &cli.command {
@@ -171,18 +205,35 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
         .map_err(CliError::Sidecar)?;
         return Ok(ExitCode::SUCCESS);
     }
+    match &cli.command {
+        Command::Completions { shell } => {
+            let mut script = Vec::new();
+            clap_complete::generate(*shell, &mut Cli::command(), "maljan", &mut script);
+            stdout::write_bytes(&script);
+            return Ok(ExitCode::SUCCESS);
+        }
+        Command::Man => {
+            let mut page = Vec::new();
+            clap_mangen::Man::new(Cli::command())
+                .render(&mut page)
+                .map_err(CliError::Output)?;
+            stdout::write_bytes(&page);
+            return Ok(ExitCode::SUCCESS);
+        }
+        _ => {}
+    }
     let mut config = Config::load(cli.config.as_deref())?;
     match cli.command {
         Command::Probe {
             server,
             command,
-            json,
+            format,
         } => {
             config.add_command_server(&command, None);
             let server = if command.is_empty() { server } else { None };
             let connection = connect(&config, server.as_deref()).await?;
             let card = connection.card();
-            if json {
+            if format.get() == Format::Json {
                 print_json(&card);
             } else {
                 out!("{}", render::card(&card));
@@ -194,7 +245,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
             server,
             mut tool,
             command,
-            json,
+            format,
         } => {
             // With a command, the one word before `--` is the tool.
             let server = if command.is_empty() {
@@ -219,8 +270,8 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
                     }));
                 }
             }
-            if json {
-                print_json(&tools);
+            if format.get() == Format::Json {
+                print_json(&serde_json::json!({"server": connection.name(), "tools": tools}));
             } else {
                 out!("{}", render::tools(&tools));
             }
@@ -231,7 +282,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Run(options) => run::run(config, options).await,
         Command::Demo(options) => demo::run(config, options).await,
         Command::Report { job, format } => run::print_report(&job, format),
-        Command::Ledger { path, json, job } => {
+        Command::Ledger { path, format, job } => {
             let path = path.unwrap_or_else(ledger_file::default_path);
             let mut file = maljan_ledger::read_json_lines(&path).map_err(CliError::Ledger)?;
             if let Some(job) = job {
@@ -253,7 +304,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
                     skipped.reason
                 );
             }
-            if json {
+            if format.get() == Format::Json {
                 print_json(&maljan_ledger::LedgerReport::of(&file.entries));
             } else {
                 out!(
@@ -264,6 +315,8 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Sidecar { .. } => Ok(ExitCode::SUCCESS),
+        Command::Sidecar { .. } | Command::Completions { .. } | Command::Man => {
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }

@@ -17,20 +17,7 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 use crate::config::Config;
 use crate::error::CliError;
 use crate::stdout::{errln, out, outln};
-use crate::{Format, ledger_file, print_json, progress, render};
-
-/// Every step completed.
-pub(crate) const EXIT_COMPLETED: u8 = 0;
-/// Refused before anything ran: a bad pack, sample, job directory or configuration.
-pub(crate) const EXIT_REFUSED: u8 = 2;
-/// The run went through with less: some steps failed or were skipped, or an upload was
-/// degraded, but at least one step completed.
-pub(crate) const EXIT_DEGRADED: u8 = 3;
-/// No step completed.
-pub(crate) const EXIT_FAILED: u8 = 4;
-/// Stopped by Ctrl-C or SIGTERM (the report says what was done so far): 128 + SIGINT, as
-/// shells report a command stopped so.
-pub(crate) const EXIT_INTERRUPTED: u8 = 130;
+use crate::{Format, exit_status, ledger_file, print_json, progress, render};
 
 /// The `run` subcommand's options.
 #[derive(Debug, clap::Args)]
@@ -65,7 +52,7 @@ pub(crate) struct RunCommand {
 
 fn refused(errors: &PackErrors) -> ExitCode {
     errln!("error: {errors}");
-    ExitCode::from(EXIT_REFUSED)
+    ExitCode::from(exit_status::USAGE)
 }
 
 /// The job's directory: new, or one the user named (refused when it holds files unless
@@ -346,11 +333,11 @@ pub(crate) fn print_report(job: &Path, format: Format) -> Result<ExitCode, CliEr
 /// The exit code of a verdict.
 fn exit_code(verdict: RunVerdict) -> u8 {
     match verdict {
-        RunVerdict::Completed => EXIT_COMPLETED,
-        RunVerdict::Degraded => EXIT_DEGRADED,
-        RunVerdict::Failed => EXIT_FAILED,
-        RunVerdict::Interrupted => EXIT_INTERRUPTED,
+        RunVerdict::Completed => exit_status::SUCCESS,
+        RunVerdict::Degraded => exit_status::RUN_DEGRADED,
+        RunVerdict::Failed => exit_status::RUN_FAILED,
+        RunVerdict::Interrupted => exit_status::INTERRUPTED,
         // A verdict this build does not know is not a success.
-        _ => EXIT_FAILED,
+        _ => exit_status::RUN_FAILED,
     }
 }

@@ -10,9 +10,9 @@ use std::io::{self, Write};
 
 use maljan_client::{escape_controls, escape_json_controls};
 
-/// The status a program killed by SIGPIPE has in a shell: what `maljan` exits with when
-/// its reader went away.
-pub(crate) const EXIT_BROKEN_PIPE: i32 = 128 + 13;
+/// The status a program killed by SIGPIPE has in a shell (128 + 13): what `maljan` exits
+/// with when its reader went away.
+pub(crate) const EXIT_BROKEN_PIPE: i32 = 141;
 
 /// Shows `text` on standard output, its control characters escaped.
 pub(crate) fn write_out(text: &str) {
@@ -32,8 +32,9 @@ pub(crate) fn write_err(text: &str) {
     let _ = io::stderr().lock().write_all(shown.as_bytes());
 }
 
-/// Writes `bytes` to standard output and flushes them.
-fn write_bytes(bytes: &[u8]) {
+/// Writes `bytes` to standard output as they are (what maljan generated itself: a
+/// completion script, a manual page) and flushes them.
+pub(crate) fn write_bytes(bytes: &[u8]) {
     let mut out = io::stdout().lock();
     if let Err(e) = out.write_all(bytes).and_then(|()| out.flush()) {
         if e.kind() == io::ErrorKind::BrokenPipe {

@@ -65,8 +65,10 @@ fn probe_prints_the_card_and_json_on_request() {
 #[test]
 fn tools_leaves_out_the_platform_primitives() {
     let output = maljan(&["tools", "--json"]);
-    let tools: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
-    let names: Vec<&str> = tools
+    let document: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(document["schema_version"], 1, "{document}");
+    assert_eq!(document["server"], "sidecar", "{document}");
+    let names: Vec<&str> = document["tools"]
         .as_array()
         .expect("a list")
         .iter()
@@ -185,24 +187,39 @@ fn a_failed_call_exits_one_with_the_code_and_remediation() {
 }
 
 #[test]
-fn usage_errors_exit_two_naming_the_remedy() {
-    let cases: [(&[&str], &str); 4] = [
-        (&["call", "sidecar", "nope"], "maljan tools sidecar"),
-        (&["call", "sidecar", "file_info", "path"], "key=value"),
-        (&["probe", "elsewhere"], "known servers: sidecar"),
+fn each_kind_of_ending_has_its_own_exit_status_naming_the_remedy() {
+    let cases: [(&[&str], i32, &str); 7] = [
+        (&["call", "sidecar", "nope"], 2, "maljan tools sidecar"),
+        (&["call", "sidecar", "file_info", "path"], 2, "key=value"),
+        (
+            &["call", "sidecar", "file_info", "--no-such-option"],
+            2,
+            "--no-such-option",
+        ),
+        (&["probe", "elsewhere"], 5, "known servers: sidecar"),
         (
             &["--config", "/no/such/maljan.toml", "probe"],
+            5,
             "cannot read it",
         ),
+        (&["probe", "--", "/no/such/server"], 6, "/no/such/server"),
+        (
+            &["call", "sidecar", "file_info", "path=/no/such/file"],
+            1,
+            "remediation: ",
+        ),
     ];
-    for (args, remedy) in cases {
+    for (args, status, remedy) in cases {
         let output = maljan(args);
-        assert_eq!(output.status.code(), Some(2), "{args:?}");
-        assert!(
-            stderr(&output).contains(remedy),
+        assert_eq!(
+            output.status.code(),
+            Some(status),
             "{args:?}: {}",
             stderr(&output)
         );
+        // A tool's own failure is its answer, on standard output; the rest are errors.
+        let shown = format!("{}{}", stdout(&output), stderr(&output));
+        assert!(shown.contains(remedy), "{args:?}: {shown}");
     }
 }
 
@@ -221,7 +238,7 @@ fn a_configured_server_that_cannot_start_shows_its_stderr() {
         "probe",
         "broken",
     ]);
-    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(output.status.code(), Some(6));
     let text = stderr(&output);
     assert!(
         text.contains("missing licence") && text.contains("exit status: 4"),
@@ -367,7 +384,7 @@ fn credentials_in_a_bare_url_stay_out_of_messages_and_the_ledger() {
     // Nothing listens on port 9 of loopback: the call fails, naming the server.
     let url = "http://ann:hunter2-secret@127.0.0.1:9/mcp";
     let output = maljan_with_ledger(&["call", url, "file_info", "path=x"], &ledger);
-    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(output.status.code(), Some(6));
     let text = stderr(&output);
     assert!(text.contains("http://***@127.0.0.1:9/mcp"), "{text}");
     assert!(!text.contains("hunter2"), "{text}");
@@ -889,4 +906,177 @@ fn a_run_stopped_while_its_sample_is_copied_writes_its_report_and_keeps_no_parti
         .map(|entries| entries.flatten().map(|e| e.path()).collect())
         .unwrap_or_default();
     assert!(left.is_empty(), "a partial copy was left: {left:?}");
+}
+
+#[test]
+fn every_command_ends_quietly_when_its_reader_goes_away() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ledger = dir.path().join("ledger.jsonl");
+    let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
+    let path = format!("path={manifest}");
+    let output = maljan_with_ledger(&["call", "sidecar", "file_info", &path], &ledger);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let ledger_arg = ledger.display().to_string();
+    let commands: [&[&str]; 9] = [
+        &["probe"],
+        &["tools"],
+        &["tools", "--format", "json"],
+        &["call", "sidecar", "file_info", &path],
+        &["ledger", &ledger_arg],
+        &["ledger", &ledger_arg, "--format", "json"],
+        &["completions", "bash"],
+        &["man"],
+        &["--help"],
+    ];
+    for args in commands {
+        // `maljan ARGS | head -1` where head has already gone: the reader is closed before
+        // maljan writes (or, for the quickest commands, just after).
+        let mut child = Command::new(MALJAN)
+            .args(args)
+            .env("MALJAN_LEDGER", &ledger)
+            .env_remove("MALJAN_CONFIG")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("maljan runs");
+        drop(child.stdout.take());
+        let output = child.wait_with_output().expect("it ends");
+        let text = stderr(&output);
+        assert!(
+            matches!(output.status.code(), Some(0 | 141)),
+            "{args:?}: {:?} {text}",
+            output.status
+        );
+        assert!(
+            !text.contains("panicked") && !text.contains("error"),
+            "{args:?}: {text}"
+        );
+    }
+}
+
+#[test]
+fn nothing_on_a_pipe_carries_escape_bytes() {
+    let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
+    let path = format!("path={manifest}");
+    // A server that writes a stray line on stdout before it speaks: maljan logs it.
+    let noisy = format!("echo a stray line; exec {MALJAN} sidecar");
+    for no_color in [false, true] {
+        let mut command = Command::new(MALJAN);
+        command
+            .args([
+                "call",
+                "file_info",
+                &path,
+                "--card",
+                "--",
+                "sh",
+                "-c",
+                &noisy,
+            ])
+            .env_remove("MALJAN_CONFIG")
+            .env("RUST_LOG", "debug");
+        if no_color {
+            command.env("NO_COLOR", "1");
+        }
+        let output = command.output().expect("maljan runs");
+        assert!(output.status.success(), "{}", stderr(&output));
+        assert!(
+            stderr(&output).contains("a stray line"),
+            "{}",
+            stderr(&output)
+        );
+        assert!(!output.stderr.contains(&0x1b), "{}", stderr(&output));
+        assert!(!output.stdout.contains(&0x1b), "{}", stdout(&output));
+    }
+}
+
+#[test]
+fn completions_for_bash_zsh_and_fish_and_a_manual_page() {
+    let bash = maljan(&["completions", "bash"]);
+    assert!(bash.status.success(), "{}", stderr(&bash));
+    let script = stdout(&bash);
+    assert!(
+        script.contains("_maljan()") && script.contains("completions"),
+        "{script}"
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("maljan.bash");
+    std::fs::write(&file, &script).expect("write");
+    let checked = Command::new("bash")
+        .arg("-n")
+        .arg(&file)
+        .output()
+        .expect("bash runs");
+    assert!(checked.status.success(), "{}", stderr(&checked));
+
+    let zsh = stdout(&maljan(&["completions", "zsh"]));
+    assert!(zsh.starts_with("#compdef maljan"), "{zsh}");
+    let fish = stdout(&maljan(&["completions", "fish"]));
+    assert!(fish.contains("complete -c maljan"), "{fish}");
+    for subcommand in ["probe", "tools", "call", "run", "ledger"] {
+        assert!(
+            zsh.contains(subcommand) && fish.contains(subcommand),
+            "{subcommand}"
+        );
+    }
+
+    let man = maljan(&["man"]);
+    assert!(man.status.success(), "{}", stderr(&man));
+    let page = stdout(&man);
+    assert!(page.contains(".TH maljan 1"), "{page}");
+    assert!(page.contains("Exit status: 0 done"), "{page}");
+}
+
+#[test]
+fn each_command_prints_one_json_document_with_its_schema_version() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ledger = dir.path().join("ledger.jsonl");
+    let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
+    let path = format!("path={manifest}");
+    let ledger_arg = ledger.display().to_string();
+    let call = [
+        "call",
+        "sidecar",
+        "file_info",
+        &path,
+        "--card",
+        "--format",
+        "json",
+    ];
+    let cases: [(&[&str], &[&str]); 4] = [
+        (
+            &call,
+            &[
+                "answer",
+                "card",
+                "job",
+                "disclosures",
+                "degradations",
+                "taken",
+            ],
+        ),
+        (
+            &["probe", "--format", "json"],
+            &["server", "tools", "protocol_version"],
+        ),
+        (&["tools", "--format", "json"], &["server", "tools"]),
+        (
+            &["ledger", &ledger_arg, "--format", "json"],
+            &["failures", "entries"],
+        ),
+    ];
+    for (args, keys) in cases {
+        let output = maljan_with_ledger(args, &ledger);
+        assert!(output.status.success(), "{args:?}: {}", stderr(&output));
+        // One document: parsing the whole of stdout as one value succeeds.
+        let document: serde_json::Value =
+            serde_json::from_slice(&output.stdout).expect("one JSON document");
+        assert_eq!(document["schema_version"], 1, "{args:?}: {document}");
+        for key in keys {
+            assert!(
+                document.get(key).is_some(),
+                "{args:?} has no {key}: {document}"
+            );
+        }
+    }
 }
