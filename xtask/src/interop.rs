@@ -7,6 +7,8 @@ use crate::{npm_install, root, run};
 
 /// The TypeScript SDK's reference server, pinned.
 const EVERYTHING: &str = "@modelcontextprotocol/server-everything@2026.8.31";
+/// The official filesystem server (works on the host's files where they are), pinned.
+const FILESYSTEM: &str = "@modelcontextprotocol/server-filesystem@2026.8.31";
 /// The Python SDK of the legacy era, pinned.
 const PYTHON_MCP: &str = "mcp==1.30.0";
 /// The Python SDK of both eras (2.x speaks 2026-07-28 first), pinned.
@@ -31,25 +33,39 @@ pub(crate) fn run_interop() -> Result<(), String> {
 
     if works("node", "--version") && works("npm", "--version") {
         let prefix = cache.join("npm");
-        let entry =
-            prefix.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-        if !entry.is_file() {
-            npm_install(&prefix, &[EVERYTHING])?;
-        }
-        if !entry.is_file() {
-            return Err(format!(
-                "npm installed {EVERYTHING} but {} is missing",
-                entry.display()
-            ));
+        let entry_of = |package: &str| {
+            prefix.join(format!(
+                "node_modules/@modelcontextprotocol/{package}/dist/index.js"
+            ))
+        };
+        let servers = [
+            ("server-everything", EVERYTHING, "MALJAN_INTEROP_EVERYTHING"),
+            ("server-filesystem", FILESYSTEM, "MALJAN_INTEROP_FILESYSTEM"),
+        ];
+        if servers
+            .iter()
+            .any(|(package, _, _)| !entry_of(package).is_file())
+        {
+            let pinned: Vec<&str> = servers.iter().map(|(_, pinned, _)| *pinned).collect();
+            npm_install(&prefix, &pinned)?;
         }
         env.push(("MALJAN_INTEROP_NODE".into(), "node".into()));
-        env.push((
-            "MALJAN_INTEROP_EVERYTHING".into(),
-            entry.display().to_string(),
-        ));
+        for (package, pinned, variable) in servers {
+            let entry = entry_of(package);
+            if !entry.is_file() {
+                return Err(format!(
+                    "npm installed {pinned} but {} is missing",
+                    entry.display()
+                ));
+            }
+            env.push((variable.into(), entry.display().to_string()));
+        }
     } else {
-        println!("xtask interop: SKIPPED server-everything: node or npm is not installed");
+        println!(
+            "xtask interop: SKIPPED server-everything and server-filesystem: node or npm is not installed"
+        );
         skip.push("server_everything");
+        skip.push("server_filesystem");
     }
 
     if works("python3", "--version") {

@@ -6,12 +6,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use maljan_client::{
-    ConnectionContext, Job, Ledger, ReportBuilder, ServerConnection, ServerTransport,
+    ConnectionContext, Job, Ledger, ReportBuilder, ServerConfig, ServerConnection, ServerTransport,
 };
+use maljan_mcp_proto::maljan::FileReach;
 use serde_json::{Value, json};
 
 use crate::arguments::WrittenArguments;
-use crate::config::Config;
+use crate::config::{Config, Staging};
 use crate::error::CliError;
 use crate::stdout::{out, outln};
 use crate::{Format, exit_status, ledger_file, print_json, progress, render};
@@ -45,8 +46,10 @@ pub(crate) struct CallCommand {
     pub(crate) ledger: Option<PathBuf>,
     /// Copy FILE into the job's directory as the sample and pass that copy wherever an
     /// argument names FILE; a server elsewhere gets it uploaded (the transport decides).
-    /// For a local stdio server, a file an argument names is staged so without asking: the
-    /// server reads nothing of this host but its job.
+    /// Without it, a file an argument names is staged so only where the server needs it (a
+    /// server elsewhere, one with a sample mount, one whose manifest says it reads only its
+    /// job: the kit's); any other server gets the path as written (a server's `staging`
+    /// setting says otherwise).
     #[arg(long, value_name = "FILE")]
     pub(crate) stage: Option<PathBuf>,
     /// The job's directory (default with --stage or --take: a new one beside the ledger).
@@ -110,6 +113,86 @@ fn local_file_argument(arguments: &Value) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// What a call is made in: its job (when it has one), what the call told of the job's files,
+/// and the file staged with its copy in the job.
+struct CallJob {
+    job: Option<Arc<Job>>,
+    heard: Arc<ReportBuilder>,
+    staged: Option<(PathBuf, PathBuf)>,
+}
+
+/// Whether a file an argument names goes to the server as the job's copy: `Some` when the
+/// configuration or the transport says, `None` when the server's manifest decides.
+fn staging_of(config: &Config, server: &ServerConfig) -> Option<bool> {
+    match config.staging(&server.name) {
+        Staging::Always => Some(true),
+        Staging::Never => Some(false),
+        Staging::Auto => match &server.transport {
+            ServerTransport::Stdio(_) if server.sample_mount.is_none() => None,
+            // On another host, or reading the job through a mount: only a staged file
+            // reaches it.
+            _ => Some(true),
+        },
+    }
+}
+
+/// Whether the server says it reads only its job's directory.
+fn reads_job_only(connection: &ServerConnection) -> bool {
+    connection
+        .setup()
+        .manifest
+        .as_ref()
+        .and_then(|manifest| manifest.files)
+        == Some(FileReach::Job)
+}
+
+/// Makes the call's job (with `stage`'s copy in it, `arguments` pointed at the copy) when
+/// one is asked for, and connects to the server in it.
+async fn connect(
+    config: &Config,
+    server: &ServerConfig,
+    options: &CallCommand,
+    ledger: &Arc<Ledger>,
+    stage: Option<&Path>,
+    arguments: &mut Value,
+) -> Result<(ServerConnection, CallJob), CliError> {
+    let mut context = ConnectionContext::default().with_ledger(ledger.clone());
+    let job = if stage.is_some() || options.job.is_some() || options.take {
+        let dir = options.job.clone().unwrap_or_else(ledger_file::new_job_dir);
+        let job = Job::create(&dir).map_err(|e| CliError::Job {
+            path: dir,
+            source: e,
+        })?;
+        Some(Arc::new(job))
+    } else {
+        None
+    };
+    let mut staged = None;
+    if let (Some(job), Some(file)) = (&job, stage) {
+        let sample = job.add_sample(file).map_err(|e| CliError::Job {
+            path: file.to_owned(),
+            source: e,
+        })?;
+        if point_at_sample(arguments, file, &sample.path) == 0 {
+            return Err(CliError::BadArgument {
+                argument: file.display().to_string(),
+                detail: "--stage FILE must also be passed as an argument, e.g. path=FILE"
+                    .to_owned(),
+            });
+        }
+        staged = Some((file.to_owned(), sample.path.clone()));
+    }
+    let heard = Arc::new(ReportBuilder::default());
+    if let Some(job) = &job {
+        context = context.with_job(job.clone()).recording_to(heard.clone());
+    }
+    if let Some(reporter) = progress::terminal_reporter() {
+        context = context.with_progress(reporter);
+    }
+    let connection = ServerConnection::connect(server, config.settings.clone(), context).await?;
+    Ok((connection, CallJob { job, heard, staged }))
+}
+
 pub(crate) async fn run(
     mut config: Config,
     mut options: CallCommand,
@@ -119,15 +202,11 @@ pub(crate) async fn run(
     let written = WrittenArguments::parse(&options.arguments, options.args.as_deref())?;
     let mut arguments = written.untyped();
     let server_config = config.server(server.as_deref())?;
-    let local_server = matches!(server_config.transport, ServerTransport::Stdio(_))
-        && server_config.sample_mount.is_none();
-    if options.stage.is_none() && local_server {
-        options.stage = local_file_argument(&arguments);
-    }
-    let ledger_path = options.ledger.unwrap_or_else(ledger_file::default_path);
-    let mut context = ConnectionContext::default().with_ledger(Arc::new(
-        Ledger::json_lines(&ledger_path).map_err(CliError::Ledger)?,
-    ));
+    let ledger_path = options
+        .ledger
+        .clone()
+        .unwrap_or_else(ledger_file::default_path);
+    let ledger = Arc::new(Ledger::json_lines(&ledger_path).map_err(CliError::Ledger)?);
     if let Some(t) = options.timeout {
         config.settings.default_timeout =
             Duration::try_from_secs_f64(t).map_err(|_| CliError::BadArgument {
@@ -135,43 +214,39 @@ pub(crate) async fn run(
                 detail: "--timeout takes a positive number of seconds".to_owned(),
             })?;
     }
-    let job = if options.stage.is_some() || options.job.is_some() || options.take {
-        let dir = options.job.unwrap_or_else(ledger_file::new_job_dir);
-        let job = Job::create(&dir).map_err(|e| CliError::Job {
-            path: dir,
-            source: e,
-        })?;
-        Some(Arc::new(job))
-    } else {
-        None
+    let named_file = local_file_argument(&arguments);
+    let staging = staging_of(&config, &server_config);
+    let stage = match (&options.stage, staging) {
+        (Some(file), _) => Some(file.clone()),
+        (None, Some(true)) => named_file.clone(),
+        (None, _) => None,
     };
-    // The staged file and its copy in the job, pointed at once the arguments are typed.
-    let mut staged = None;
-    if let (Some(job), Some(file)) = (&job, &options.stage) {
-        let sample = job.add_sample(file).map_err(|e| CliError::Job {
-            path: file.clone(),
-            source: e,
-        })?;
-        if point_at_sample(&mut arguments, file, &sample.path) == 0 {
-            return Err(CliError::BadArgument {
-                argument: file.display().to_string(),
-                detail: "--stage FILE must also be passed as an argument, e.g. path=FILE"
-                    .to_owned(),
-            });
-        }
-        staged = Some((file.clone(), sample.path.clone()));
+    let (mut connection, mut call_job) = connect(
+        &config,
+        &server_config,
+        &options,
+        &ledger,
+        stage.as_deref(),
+        &mut arguments,
+    )
+    .await?;
+    // A server that reads only its job's directory gets the file as the job's copy: the
+    // connection is made again, in a job that holds it.
+    if let (None, None, Some(file)) = (&stage, staging, &named_file)
+        && reads_job_only(&connection)
+    {
+        connection.close().await;
+        (connection, call_job) = connect(
+            &config,
+            &server_config,
+            &options,
+            &ledger,
+            Some(file),
+            &mut arguments,
+        )
+        .await?;
     }
-    // What the call did with the job's files (uploads, degradations), as it tells it.
-    let heard = Arc::new(ReportBuilder::default());
-    if let Some(job) = &job {
-        context = context.with_job(job.clone()).recording_to(heard.clone());
-    }
-    if let Some(reporter) = progress::terminal_reporter() {
-        context = context.with_progress(reporter);
-    }
-
-    let connection =
-        ServerConnection::connect(&server_config, config.settings.clone(), context).await?;
+    let CallJob { job, heard, staged } = call_job;
     let card = options.card.then(|| connection.card());
     if let (Some(card), Format::Text) = (&card, options.format) {
         outln!("{}", render::card(card));

@@ -297,6 +297,58 @@ fn calls_are_ledgered_and_the_ledger_lists_each_failure_once() {
 }
 
 #[test]
+fn a_file_goes_as_the_jobs_copy_to_a_server_that_reads_only_its_job_and_the_setting_overrides_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let sample = dir.path().join("notes.txt");
+    std::fs::write(&sample, "the needle is here").expect("write");
+    let path = format!("path={}", sample.display());
+    let config = dir.path().join("maljan.toml");
+    let config_arg = config.display().to_string();
+    let ledger = dir.path().join("ledger.jsonl");
+    let answered_path = |staging: &str| {
+        let entry = format!(
+            "[servers.kit]\ncommand = {MALJAN:?}\nargs = [\"sidecar\"]\nstaging = \"{staging}\"\n"
+        );
+        std::fs::write(&config, entry).expect("write");
+        let output = maljan_with_ledger(
+            &[
+                "--config",
+                &config_arg,
+                "call",
+                "kit",
+                "file_info",
+                &path,
+                "--format",
+                "json",
+            ],
+            &ledger,
+        );
+        let document: serde_json::Value =
+            serde_json::from_slice(&output.stdout).expect("one JSON document");
+        (output.status.code(), document)
+    };
+    // The kit's manifest says it reads only its job: by default, it gets the job's copy.
+    for staging in ["auto", "always"] {
+        let (status, document) = answered_path(staging);
+        assert_eq!(status, Some(0), "{staging}: {document}");
+        let answered = document["answer"]["value"]["path"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            answered.ends_with("/sample/notes.txt") && answered != sample.display().to_string(),
+            "{staging}: {document}"
+        );
+    }
+    // Never: the path as written, which the kit refuses (outside its directories).
+    let (status, document) = answered_path("never");
+    assert_eq!(status, Some(1), "{document}");
+    let message = document["answer"]["value"]["error"]["message"]
+        .as_str()
+        .map_or_else(|| document.to_string(), str::to_owned);
+    assert!(message.contains(&sample.display().to_string()), "{message}");
+}
+
+#[test]
 fn a_staged_sample_goes_to_a_local_server_as_a_path_not_an_upload() {
     let dir = tempfile::tempdir().expect("temp dir");
     let sample = dir.path().join("notes.txt");

@@ -107,3 +107,53 @@ fn server_everything_from_an_mcp_servers_file() {
         text(&output.stdout)
     );
 }
+
+/// `maljan ARGS -- node server-filesystem ALLOWED`, recording in `ledger`.
+fn against_filesystem(args: &[&str], allowed: &std::path::Path) -> Output {
+    let ledger = tempfile::NamedTempFile::new().expect("ledger");
+    Command::new(MALJAN)
+        .args(args)
+        .arg("--")
+        .arg(env("MALJAN_INTEROP_NODE"))
+        .arg(env("MALJAN_INTEROP_FILESYSTEM"))
+        .arg(allowed)
+        .env_remove("MALJAN_CONFIG")
+        .env("MALJAN_LEDGER", ledger.path())
+        .output()
+        .expect("maljan runs")
+}
+
+#[test]
+#[ignore = "run by cargo xtask interop"]
+fn server_filesystem_reads_and_edits_the_real_file_where_it_is() {
+    let allowed = tempfile::tempdir().expect("dir");
+    // The server compares paths after resolving links: give it the resolved directory.
+    let allowed = allowed.path().canonicalize().expect("canonical");
+    let file = allowed.join("notes.txt");
+    std::fs::write(&file, "first line\nsecond line\n").expect("write");
+    let path = format!("path={}", file.display());
+
+    let output = against_filesystem(&["call", "read_text_file", &path], &allowed);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stdout).contains("second line"),
+        "{}",
+        text(&output.stdout)
+    );
+
+    let edits = r#"edits:=[{"oldText": "second line", "newText": "edited line"}]"#;
+    let output = against_filesystem(&["call", "edit_file", &path, edits], &allowed);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert_eq!(
+        std::fs::read_to_string(&file).expect("read"),
+        "first line\nedited line\n",
+        "the edit landed on the real file, not on a copy"
+    );
+
+    let output = against_filesystem(
+        &["call", "write_file", &path, "content=rewritten"],
+        &allowed,
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert_eq!(std::fs::read_to_string(&file).expect("read"), "rewritten");
+}

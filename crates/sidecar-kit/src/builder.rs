@@ -4,7 +4,7 @@ use std::io;
 use std::sync::Arc;
 
 use maljan_confine::Root;
-use maljan_mcp_proto::maljan::{CapabilityManifest, ToolCapability};
+use maljan_mcp_proto::maljan::{CapabilityManifest, FileReach, ToolCapability};
 use maljan_mcp_proto::mcp::Implementation;
 
 use crate::call_gate::CallLimits;
@@ -158,6 +158,9 @@ impl ServerBuilder {
                     without: t.spec.dependency.as_ref().and_then(|d| d.without.clone()),
                 })
                 .collect(),
+            // Tools read their job's directory and the roots the operator named, nothing
+            // else of the host: a client stages files into the job.
+            files: Some(FileReach::Job),
         };
         let info = Implementation {
             name: self.name,

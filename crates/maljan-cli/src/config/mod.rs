@@ -36,6 +36,7 @@ pub(crate) const BUNDLED: &str = "sidecar";
 /// cwd = "/srv/analysis"
 /// max_line_bytes = 33554432
 /// sample_mount = { local = "/var/maljan/jobs", remote = "/jobs" }
+/// staging = "auto"   # or "always" (hand it the job's copy) or "never" (the path as written)
 ///
 /// [core.mcp]
 /// elicitation = "decline"   # or "defaults": accept with the schema's default values
@@ -103,6 +104,25 @@ struct ServerEntry {
     cwd: Option<PathBuf>,
     max_line_bytes: Option<usize>,
     sample_mount: Option<SampleMount>,
+    #[serde(default)]
+    staging: Staging,
+}
+
+/// Whether `maljan call` stages a file an argument names into a job and hands the server
+/// that copy, or hands it the path as written (`staging` of a server in the TOML file).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Staging {
+    /// As the server needs: staged for a server on another host, one with a sample mount,
+    /// or one whose manifest says it reads only its job's directory (the kit's servers);
+    /// the path as written for any other (a server that works on the host's files, such
+    /// as the official filesystem server, must edit the real file, not a copy).
+    #[default]
+    Auto,
+    /// Always staged: the server gets the job's copy.
+    Always,
+    /// Never staged: the server gets the path as written.
+    Never,
 }
 
 /// The servers and client settings in force.
@@ -110,6 +130,8 @@ struct ServerEntry {
 pub(crate) struct Config {
     default_server: String,
     servers: BTreeMap<String, ServerConfig>,
+    /// Each server's `staging`, when its entry says.
+    staging: BTreeMap<String, Staging>,
     pub(crate) settings: ClientSettings,
 }
 
@@ -144,6 +166,7 @@ impl Config {
             }
         };
         let mut servers = BTreeMap::new();
+        let mut staging = BTreeMap::new();
         servers.insert(BUNDLED.to_owned(), bundled_sidecar()?);
         for (name, entry) in file.servers {
             let mut config = match (entry.command, entry.url) {
@@ -177,6 +200,7 @@ impl Config {
                 config.stdio.classifier.max_line_bytes = max;
             }
             config.sample_mount = entry.sample_mount;
+            staging.insert(name.clone(), entry.staging);
             servers.insert(name, config);
         }
         let mut settings = ClientSettings::default();
@@ -214,6 +238,7 @@ impl Config {
         Ok(Config {
             default_server: file.default_server.unwrap_or_else(|| BUNDLED.to_owned()),
             servers,
+            staging,
             settings,
         })
     }
@@ -231,6 +256,7 @@ impl Config {
         Ok(Config {
             default_server,
             servers: known,
+            staging: BTreeMap::new(),
             settings: ClientSettings::default(),
         })
     }
@@ -250,6 +276,11 @@ impl Config {
         self.servers
             .insert(name.clone(), ServerConfig::stdio(name.clone(), server));
         self.default_server = name;
+    }
+
+    /// The server `name`'s staging.
+    pub(crate) fn staging(&self, name: &str) -> Staging {
+        self.staging.get(name).copied().unwrap_or_default()
     }
 
     /// The configured servers' names.

@@ -21,6 +21,35 @@ pub struct CapabilityManifest {
     /// One entry per tool.
     #[serde(default)]
     pub tools: Vec<ToolCapability>,
+    /// Where the server reads the files its arguments name; absent when it does not say
+    /// (taken as [`FileReach::Host`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<FileReach>,
+}
+
+/// Where a server reads the files its arguments name: what tells a client whether to stage
+/// a file into the job's directory and hand the server that copy, or to hand it the path as
+/// the user wrote it.
+///
+/// ```
+/// use maljan_mcp_proto::maljan::{CapabilityManifest, FileReach};
+/// let m: CapabilityManifest =
+///     serde_json::from_str(r#"{"server":"kit","version":"1","files":"job"}"#).unwrap();
+/// assert_eq!(m.files, Some(FileReach::Job));
+/// let odd: CapabilityManifest =
+///     serde_json::from_str(r#"{"server":"x","version":"1","files":"mars"}"#).unwrap();
+/// assert_eq!(odd.files, Some(FileReach::Host));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum FileReach {
+    /// Only its job's directory (and the roots its operator named): a file elsewhere must
+    /// be staged into the job first.
+    Job,
+    /// The host's files where they are (any value this version does not know reads so).
+    #[serde(other)]
+    Host,
 }
 
 impl CapabilityManifest {

@@ -12,5 +12,5 @@ pub use answer::{Outcome, ToolAnswer, ToolFailure};
 pub use error_code::ErrorCode;
 pub use files::{FileRef, files_in};
 pub use job_key::{JOB_KEY_META, JobKey, JobKeyError, MAX_JOB_KEY_CHARS, MIN_JOB_KEY_CHARS};
-pub use manifest::{CapabilityManifest, ToolCapability};
+pub use manifest::{CapabilityManifest, FileReach, ToolCapability};
 pub use primitives::{PLATFORM_PRIMITIVES, is_platform_primitive};
