@@ -152,13 +152,17 @@ async fn connect(
     config: &Config,
     server: &ServerConfig,
     options: &CallCommand,
-    ledger: &Arc<Ledger>,
+    ledger: (&Arc<Ledger>, &Path),
     stage: Option<&Path>,
     arguments: &mut Value,
 ) -> Result<(ServerConnection, CallJob), CliError> {
+    let (ledger, ledger_path) = ledger;
     let mut context = ConnectionContext::default().with_ledger(ledger.clone());
     let job = if stage.is_some() || options.job.is_some() || options.take {
-        let dir = options.job.clone().unwrap_or_else(ledger_file::new_job_dir);
+        let dir = options
+            .job
+            .clone()
+            .unwrap_or_else(|| ledger_file::new_job_dir(ledger_path));
         let job = Job::create(&dir).map_err(|e| CliError::Job {
             path: dir,
             source: e,
@@ -225,7 +229,7 @@ pub(crate) async fn run(
         &config,
         &server_config,
         &options,
-        &ledger,
+        (&ledger, &ledger_path),
         stage.as_deref(),
         &mut arguments,
     )
@@ -240,7 +244,7 @@ pub(crate) async fn run(
             &config,
             &server_config,
             &options,
-            &ledger,
+            (&ledger, &ledger_path),
             Some(file),
             &mut arguments,
         )

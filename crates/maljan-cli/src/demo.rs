@@ -5,6 +5,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use maljan_client::{Job, Pack, ServerConfig};
 
@@ -37,8 +38,24 @@ struct HttpSidecar {
     url: String,
 }
 
+/// How long the HTTP sidecar is given to remove its sessions' job directories once asked
+/// to stop, before it is killed.
+const SIDECAR_STOP_GRACE: Duration = Duration::from_secs(5);
+
 impl Drop for HttpSidecar {
+    /// SIGTERM first, so that the sidecar removes the job directories of its sessions (the
+    /// uploaded members) from the temporary directory; SIGKILL past the grace.
     fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        if nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).is_ok() {
+            let deadline = Instant::now() + SIDECAR_STOP_GRACE;
+            while Instant::now() < deadline {
+                if !matches!(self.child.try_wait(), Ok(None)) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -111,7 +128,13 @@ fn sample_archive() -> Result<Vec<u8>, CliError> {
 }
 
 fn job_directory(options: &DemoCommand) -> PathBuf {
-    options.job.clone().unwrap_or_else(ledger_file::new_job_dir)
+    options.job.clone().unwrap_or_else(|| {
+        let ledger = options
+            .ledger
+            .clone()
+            .unwrap_or_else(ledger_file::default_path);
+        ledger_file::new_job_dir(&ledger)
+    })
 }
 
 /// Writes the sample into the job's directory as its sample.

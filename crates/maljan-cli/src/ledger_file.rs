@@ -16,14 +16,18 @@ pub(crate) fn default_path() -> PathBuf {
     }
 }
 
-/// A new job directory beside the ledger: `jobs/job-MILLIS-PID`.
-pub(crate) fn new_job_dir() -> PathBuf {
+/// The directory of the jobs beside `ledger`: `jobs` in the ledger's directory.
+pub(crate) fn jobs_dir(ledger: &Path) -> PathBuf {
+    match ledger.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.join("jobs"),
+        _ => PathBuf::from("jobs"),
+    }
+}
+
+/// A new job directory beside `ledger`: `jobs/job-MILLIS-PID`.
+pub(crate) fn new_job_dir(ledger: &Path) -> PathBuf {
     let stamp = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis());
-    default_path()
-        .parent()
-        .map_or_else(|| PathBuf::from("."), Path::to_owned)
-        .join("jobs")
-        .join(format!("job-{stamp}-{}", std::process::id()))
+    jobs_dir(ledger).join(format!("job-{stamp}-{}", std::process::id()))
 }

@@ -6,6 +6,7 @@ mod config;
 mod demo;
 mod error;
 mod exit_status;
+mod jobs;
 mod ledger_file;
 mod parameters;
 mod progress;
@@ -119,6 +120,9 @@ enum Command {
         #[command(flatten)]
         format: FormatOption,
     },
+    /// List the jobs beside the ledger with their size, age and verdict; `jobs prune
+    /// --older-than 7d` removes the old ones.
+    Jobs(jobs::JobsCommand),
     /// Print the completion script of SHELL, e.g. `maljan completions bash >
     /// ~/.local/share/bash-completion/completions/maljan`.
     Completions {
@@ -282,6 +286,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Run(options) => run::run(config, options).await,
         Command::Demo(options) => demo::run(config, options).await,
         Command::Report { job, format } => run::print_report(&job, format),
+        Command::Jobs(options) => jobs::run(options),
         Command::Ledger { path, format, job } => {
             let path = path.unwrap_or_else(ledger_file::default_path);
             let mut file = maljan_ledger::read_json_lines(&path).map_err(CliError::Ledger)?;

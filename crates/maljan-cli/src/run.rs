@@ -59,7 +59,11 @@ fn refused(errors: &PackErrors) -> ExitCode {
 /// they asked to reuse it).
 fn job_dir(options: &RunCommand) -> Result<PathBuf, CliError> {
     let Some(dir) = &options.job else {
-        return Ok(ledger_file::new_job_dir());
+        let ledger = options
+            .ledger
+            .clone()
+            .unwrap_or_else(ledger_file::default_path);
+        return Ok(ledger_file::new_job_dir(&ledger));
     };
     let holds_files = std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some());
     if holds_files && !options.reuse_job {

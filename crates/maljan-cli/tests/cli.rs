@@ -1132,3 +1132,62 @@ fn each_command_prints_one_json_document_with_its_schema_version() {
         }
     }
 }
+
+#[test]
+fn jobs_go_beside_the_ledger_are_listed_and_pruned_and_the_demo_leaves_no_temporary_files() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let temporary = dir.path().join("tmp");
+    std::fs::create_dir(&temporary).expect("tmp");
+    let ledger = dir.path().join("state/ledger.jsonl");
+    let ledger_arg = ledger.display().to_string();
+    let output = Command::new(MALJAN)
+        .args(["demo", "--ledger", &ledger_arg])
+        .env_remove("MALJAN_CONFIG")
+        .env("TMPDIR", &temporary)
+        .output()
+        .expect("maljan runs");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let left: Vec<_> = std::fs::read_dir(&temporary)
+        .expect("tmp")
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(
+        left.is_empty(),
+        "the demo left {left:?} in the temporary directory"
+    );
+
+    let jobs = dir.path().join("state/jobs");
+    assert_eq!(
+        std::fs::read_dir(&jobs)
+            .expect("jobs beside the ledger")
+            .count(),
+        1
+    );
+    let output = maljan_with_ledger(&["jobs", "--format", "json"], &ledger);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let listed: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(listed["jobs"][0]["verdict"], "completed", "{listed}");
+    assert!(listed["jobs"][0]["bytes"].as_u64() > Some(1000), "{listed}");
+    let text = stdout(&maljan_with_ledger(&["jobs"], &ledger));
+    assert!(
+        text.contains("completed") && text.contains("job-"),
+        "{text}"
+    );
+
+    let output = maljan_with_ledger(&["jobs", "prune", "--older-than", "1h"], &ledger);
+    assert!(
+        stdout(&output).contains("removed 0 of 1 jobs"),
+        "{}",
+        stdout(&output)
+    );
+    let output = maljan_with_ledger(&["jobs", "prune", "--older-than", "0s"], &ledger);
+    assert!(
+        stdout(&output).contains("removed 1 of 1 jobs"),
+        "{}",
+        stdout(&output)
+    );
+    assert_eq!(std::fs::read_dir(&jobs).expect("jobs").count(), 0);
+    let output = maljan_with_ledger(&["jobs", "prune", "--older-than", "soon"], &ledger);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+}
