@@ -46,3 +46,37 @@ pub(crate) fn run_report_page() -> Result<(), String> {
         &[("MALJAN_CHROMIUM", CHROMIUM)],
     )
 }
+
+/// Regenerates the README's screenshot of the report page (`docs/demo-report.png`) from a
+/// fresh `maljan demo`.
+pub(crate) fn screenshot() -> Result<(), String> {
+    ensure_chromium()?;
+    cargo(&["build", "-p", "maljan-cli"], &[])?;
+    let work = crate::root().join("target/screenshot");
+    if work.exists() {
+        std::fs::remove_dir_all(&work)
+            .map_err(|e| format!("could not clear {}: {e}", work.display()))?;
+    }
+    let job = work.join("job");
+    run(Command::new(crate::root().join("target/debug/maljan"))
+        .arg("demo")
+        .arg("--job")
+        .arg(&job)
+        .arg("--ledger")
+        .arg(work.join("ledger.jsonl"))
+        .env_remove("MALJAN_CONFIG"))?;
+    let shot = crate::root().join("docs/demo-report.png");
+    run(Command::new(CHROMIUM)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--hide-scrollbars",
+            "--window-size=1280,1800",
+        ])
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(format!("file://{}", job.join("report.html").display())))?;
+    println!("xtask: the README's screenshot is {}", shot.display());
+    Ok(())
+}

@@ -22,6 +22,8 @@
 //! - `interop`: installs `@modelcontextprotocol/server-everything` (npm) and the Python
 //!   `mcp` SDK into `target/interop`, then runs our client against them over stdio and
 //!   Streamable HTTP; it says what it skipped when node/npm or python are missing.
+//! - `screenshot`: regenerates the README's screenshot of the report page
+//!   (`docs/demo-report.png`) from a fresh `maljan demo`, in headless Chromium.
 //! - `conformance`: installs the MCP conformance suite (and Node 22 when the system's is
 //!   older) into `target/conformance` and runs its client scenarios against our client and
 //!   its tool-server scenarios against the kit; prints `N passed, N failed` for each.
@@ -50,8 +52,9 @@ fn main() -> ExitCode {
         Some("picks") => picks::check(),
         Some("package") => packaging::check(),
         Some("examples") => examples::run(),
+        Some("screenshot") => browser::screenshot(),
         Some(other) => Err(format!(
-            "unknown task {other:?}; the tasks are: ci, fuzz, bench, interop, conformance, graph, picks, package, examples"
+            "unknown task {other:?}; the tasks are: ci, fuzz, bench, interop, conformance, graph, picks, package, examples, screenshot"
         )),
         None => {
             Err("name a task: cargo xtask ci | fuzz [TARGET] [--time SECONDS] | bench".to_owned())

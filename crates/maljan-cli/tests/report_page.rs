@@ -23,6 +23,12 @@ tool = "file_info"
 arguments = { path = "$sample" }
 
 [[step]]
+id = "texts"
+server = "sidecar"
+tool = "strings"
+arguments = { path = "$sample", search = "sample author" }
+
+[[step]]
 id = "missing"
 server = "sidecar"
 tool = "unpack"
@@ -65,11 +71,12 @@ fn the_report_page_loads_cleanly_and_its_header_lists_the_failures() {
     let pack = dir.path().join("pack.toml");
     std::fs::write(&pack, PACK).expect("pack");
     let sample = dir.path().join("sample.txt");
-    std::fs::write(
-        &sample,
-        "<script>alert('a sample author wrote this')</script>",
-    )
-    .expect("sample");
+    // A script line (its text must show escaped), then enough lines for a long answer.
+    let mut text = "<script>alert('a sample author wrote this')</script>\n".to_owned();
+    for line in 0..200 {
+        text.push_str(&format!("line {line} of the sample\n"));
+    }
+    std::fs::write(&sample, text).expect("sample");
     let job = dir.path().join("job");
     let ran = Command::new(MALJAN)
         .args([
@@ -112,6 +119,28 @@ fn the_report_page_loads_cleanly_and_its_header_lists_the_failures() {
         !dom_text.contains("<script>"),
         "the sample's text is escaped"
     );
+    // The tools' answers are on the page: the strings step's match is visible, its long
+    // answer folded; the short file_info answer open.
+    let answers = &dom_text[dom_text.find("id=\"answers\"").expect("an answers section")..];
+    let folded = answers
+        .split("<details")
+        .find(|d| d.contains("texts — sidecar/strings"))
+        .expect("the strings step's answer");
+    assert!(
+        folded.contains("&lt;script&gt;alert('a sample author wrote this')")
+            || folded.contains("&lt;script&gt;alert(&#39;a sample author wrote this&#39;)"),
+        "the matched string, escaped: {folded}"
+    );
+    assert!(
+        !folded.starts_with(" class=\"answer\" open"),
+        "folded: {folded}"
+    );
+    let open = answers
+        .split("<details")
+        .find(|d| d.contains("info — sidecar/file_info"))
+        .expect("the file_info step's answer");
+    assert!(open.starts_with(" class=\"answer\" open"), "open: {open}");
+    assert!(open.contains("entropy"), "{open}");
     let console: Vec<&str> = std::str::from_utf8(&dom.stderr)
         .unwrap_or_default()
         .lines()

@@ -4,6 +4,7 @@
 use std::fmt::Write;
 
 use super::v1::Taken;
+use super::wording::AnswerView;
 use super::{RunReport, RunVerdict, wording};
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:72rem;\
@@ -12,7 +13,9 @@ table{border-collapse:collapse;width:100%;font-size:.9rem}th,td{border:1px solid
 padding:.3rem .5rem;text-align:left;vertical-align:top}th{background:#eef}\
 code{font-size:.85rem;word-break:break-all}.verdict{display:inline-block;padding:.2rem .6rem;\
 border-radius:.3rem;font-weight:bold}.completed{background:#d8f5d8}.degraded{background:#fde9c4}\
-.failed,.interrupted{background:#f9d0d0}.muted{color:#667}";
+.failed,.interrupted{background:#f9d0d0}.muted{color:#667}\
+pre{white-space:pre-wrap;word-break:break-all;font-size:.85rem;margin:.2rem 0}\
+details{margin:.5rem 0}summary{cursor:pointer;font-weight:bold}";
 
 /// `text` with `&`, `<`, `>`, `"` and `'` escaped.
 fn escape(text: &str) -> String {
@@ -44,6 +47,61 @@ fn head(out: &mut String, names: &[&str]) {
         let _ = write!(out, "<th>{n}</th>");
     }
     out.push_str("</tr></thead><tbody>\n");
+}
+
+/// Each step's answer, in a `<details>` of its own (open unless long): text as text, an
+/// object as a table of its fields, anything else as JSON; cut with where the whole is.
+fn answers(out: &mut String, report: &RunReport) {
+    let answered: Vec<_> = report
+        .steps
+        .iter()
+        .enumerate()
+        .filter_map(|(i, step)| step.answer.as_ref().map(|answer| (i, step, answer)))
+        .collect();
+    if answered.is_empty() {
+        return;
+    }
+    out.push_str("<section id=\"answers\"><h2>Answers</h2>\n");
+    for (index, step, answer) in answered.iter().take(wording::MAX_ROWS) {
+        let (view, cut) = wording::answer_view(answer, &report.job);
+        let open = if wording::folded(&view) { "" } else { " open" };
+        let _ = writeln!(
+            out,
+            "<details class=\"answer\"{open}><summary>{} — {}/{}</summary>",
+            escape(&wording::step_name(step)),
+            escape(&step.server),
+            escape(&step.tool)
+        );
+        match &view {
+            AnswerView::Text(text) | AnswerView::Json(text) => {
+                let _ = writeln!(out, "<pre>{}</pre>", escape(text));
+            }
+            AnswerView::Fields(fields) => {
+                out.push_str("<table><tbody>\n");
+                for (name, value) in fields {
+                    let _ = writeln!(
+                        out,
+                        "<tr><th>{}</th><td><pre>{}</pre></td></tr>",
+                        escape(name),
+                        escape(value)
+                    );
+                }
+                out.push_str("</tbody></table>\n");
+            }
+        }
+        if cut {
+            let _ = writeln!(
+                out,
+                "<p class=\"muted\">{}</p>",
+                escape(&wording::answer_cut_note(*index))
+            );
+        }
+        out.push_str("</details>\n");
+    }
+    if let Some(more) = wording::rows_left_out(answered.len(), "answers") {
+        let _ = writeln!(out, "<p>{}</p>", escape(&more));
+    }
+    out.push_str("</section>\n");
 }
 
 pub(super) fn render(report: &RunReport) -> String {
@@ -198,9 +256,10 @@ pub(super) fn render(report: &RunReport) -> String {
             .taken
             .iter()
             .map(|t| match t {
-                Taken::Taken { path, size, .. } => {
-                    format!("taken <code>{}</code> ({size} bytes)", escape(path))
-                }
+                Taken::Taken { path, size, .. } => format!(
+                    "taken <code>{}</code> ({size} bytes)",
+                    escape(&wording::relative(path, &report.job))
+                ),
                 Taken::NotTaken { path, words, .. } => format!(
                     "<strong>not taken</strong> <code>{}</code>: {}",
                     escape(path),
@@ -217,9 +276,15 @@ pub(super) fn render(report: &RunReport) -> String {
                 escape(&wording::outcome(&step.status)),
                 format!("{} ms", step.duration_ms),
                 format!("{} ms", step.queued_ms),
-                format!("<code>{}</code>", escape(&arguments.to_string())),
+                format!(
+                    "<code>{}</code>",
+                    escape(&wording::relative(&arguments.to_string(), &report.job))
+                ),
                 step.sent_arguments.as_ref().map_or_else(String::new, |s| {
-                    format!("<code>{}</code>", escape(&s.to_string()))
+                    format!(
+                        "<code>{}</code>",
+                        escape(&wording::relative(&s.to_string(), &report.job))
+                    )
                 }),
                 files,
             ],
@@ -229,7 +294,9 @@ pub(super) fn render(report: &RunReport) -> String {
     if let Some(more) = wording::rows_left_out(report.steps.len(), "steps") {
         out.push_str(&format!("<p>{}</p>\n", escape(&more)));
     }
-    out.push_str("</section>\n<section id=\"disclosure\"><h2>Disclosure: every upload</h2>\n");
+    out.push_str("</section>\n");
+    answers(&mut out, report);
+    out.push_str("<section id=\"disclosure\"><h2>Disclosure: every upload</h2>\n");
     if report.disclosures.is_empty() {
         out.push_str("<p>Nothing was uploaded.</p>\n");
     } else {

@@ -5,7 +5,10 @@ use std::fmt::Write;
 
 use serde_json::Value;
 
+use std::path::Path;
+
 use super::v1::Taken;
+use super::wording::AnswerView;
 use super::{RunReport, wording};
 use maljan_mcp_proto::untrusted_text::is_active_control;
 
@@ -37,8 +40,89 @@ pub(crate) fn cell(text: &str) -> String {
     out
 }
 
-fn json(value: Option<&Value>) -> String {
-    value.map_or_else(|| "—".to_owned(), |v| cell(&v.to_string()))
+/// A JSON value on one line of a cell, paths under `job` relative to it.
+fn json(value: Option<&Value>, job: &Path) -> String {
+    value.map_or_else(
+        || "—".to_owned(),
+        |v| cell(&wording::relative(&v.to_string(), job)),
+    )
+}
+
+/// `text` as an indented code block (taken literally by every Markdown reader), its active
+/// control characters shown as `\u{…}`.
+fn code_block(out: &mut String, text: &str) {
+    for line in text.lines() {
+        out.push_str("    ");
+        for c in line.chars() {
+            if is_active_control(c) {
+                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+            } else {
+                out.push(c);
+            }
+        }
+        out.push('\n');
+    }
+    out.push('\n');
+}
+
+/// Each step's answer: text as text, an object as a table of its fields, anything else as
+/// JSON; a long one folded, and cut with where the whole is.
+fn answers(out: &mut String, report: &RunReport) {
+    let answered: Vec<(usize, &super::v1::Step, &Value)> = report
+        .steps
+        .iter()
+        .enumerate()
+        .filter_map(|(i, step)| step.answer.as_ref().map(|answer| (i, step, answer)))
+        .collect();
+    if answered.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\n## Answers\n");
+    for (index, step, answer) in answered.iter().take(wording::MAX_ROWS) {
+        let (view, cut) = wording::answer_view(answer, &report.job);
+        let title = format!(
+            "{} — {}/{}",
+            cell(&wording::step_name(step)),
+            cell(&step.server),
+            cell(&step.tool)
+        );
+        let folded = wording::folded(&view);
+        if folded {
+            let _ = writeln!(out, "<details><summary>{title}</summary>\n");
+        } else {
+            let _ = writeln!(out, "### {title}\n");
+        }
+        match &view {
+            AnswerView::Text(text) | AnswerView::Json(text) => code_block(out, text),
+            AnswerView::Fields(fields) => {
+                // One-line values in a table; a value of several lines (a list, a nested
+                // object, a text) under its name, as a block.
+                let (lines, blocks): (Vec<_>, Vec<_>) =
+                    fields.iter().partition(|(_, value)| !value.contains('\n'));
+                if !lines.is_empty() {
+                    let _ = writeln!(out, "| field | value |");
+                    let _ = writeln!(out, "| --- | --- |");
+                    for (name, value) in lines {
+                        let _ = writeln!(out, "| {} | {} |", cell(name), cell(value));
+                    }
+                    out.push('\n');
+                }
+                for (name, value) in blocks {
+                    let _ = writeln!(out, "{}:\n", cell(name));
+                    code_block(out, value);
+                }
+            }
+        }
+        if cut {
+            let _ = writeln!(out, "{}\n", cell(&wording::answer_cut_note(*index)));
+        }
+        if folded {
+            let _ = writeln!(out, "</details>\n");
+        }
+    }
+    if let Some(more) = wording::rows_left_out(answered.len(), "answers") {
+        let _ = writeln!(out, "{more}\n");
+    }
 }
 
 pub(super) fn render(report: &RunReport) -> String {
@@ -161,8 +245,11 @@ pub(super) fn render(report: &RunReport) -> String {
             cell(&outcome),
             step.duration_ms,
             step.queued_ms,
-            json(step.resolved.as_ref().or(Some(&step.arguments))),
-            json(step.sent_arguments.as_ref())
+            json(
+                step.resolved.as_ref().or(Some(&step.arguments)),
+                &report.job
+            ),
+            json(step.sent_arguments.as_ref(), &report.job)
         );
     }
     if let Some(more) = wording::rows_left_out(report.steps.len(), "steps") {
@@ -185,7 +272,7 @@ pub(super) fn render(report: &RunReport) -> String {
                         out,
                         "- {}: taken {} ({size} bytes, sha256 {})",
                         cell(&step.step),
-                        cell(path),
+                        cell(&wording::relative(path, &report.job)),
                         cell(sha256)
                     );
                 }
@@ -204,6 +291,7 @@ pub(super) fn render(report: &RunReport) -> String {
             let _ = writeln!(out, "\n{more}");
         }
     }
+    answers(&mut out, report);
     let _ = writeln!(out, "\n## Disclosure: every upload\n");
     if report.disclosures.is_empty() {
         let _ = writeln!(out, "Nothing was uploaded.");
