@@ -51,7 +51,9 @@ fn json(value: Option<&Value>, job: &Path) -> String {
 /// `text` as an indented code block (taken literally by every Markdown reader), its active
 /// control characters shown as `\u{…}`.
 fn code_block(out: &mut String, text: &str) {
-    for line in text.lines() {
+    // A lone CR ends a line for a Markdown reader too: every line is indented, or one
+    // could leave the block.
+    for line in text.split(['\n', '\r']) {
         out.push_str("    ");
         for c in line.chars() {
             if is_active_control(c) {
@@ -357,6 +359,19 @@ mod tests {
     }
 
     proptest! {
+        /// A tool's answer, whatever it holds, stays inside its code block: every line it
+        /// makes is indented (literal to a Markdown reader) and carries no control character.
+        #[test]
+        fn an_answer_stays_inside_its_code_block(text in any::<String>()) {
+            let mut out = String::new();
+            super::code_block(&mut out, &text);
+            // Lines as a Markdown reader sees them: a lone CR ends one too.
+            for line in out.split(['\n', '\r']) {
+                prop_assert!(line.is_empty() || line.starts_with("    "), "{line:?}");
+                prop_assert!(!line.chars().any(is_active_control), "{line:?}");
+            }
+        }
+
         #[test]
         fn no_markup_and_no_control_character_comes_out(text in any::<String>()) {
             let shown = cell(&text);
