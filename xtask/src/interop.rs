@@ -13,6 +13,12 @@ const FILESYSTEM: &str = "@modelcontextprotocol/server-filesystem@2026.8.31";
 const PYTHON_MCP: &str = "mcp==1.30.0";
 /// The Python SDK of both eras (2.x speaks 2026-07-28 first), pinned.
 const PYTHON_MCP_2: &str = "mcp==2.3.0";
+/// The official git server (PyPI), pinned.
+const GIT_SERVER: &str = "mcp-server-git==2026.10.19";
+/// The official time server (PyPI), pinned.
+const TIME_SERVER: &str = "mcp-server-time==2026.10.19";
+/// The official memory server (npm), pinned.
+const MEMORY: &str = "@modelcontextprotocol/server-memory@2026.8.31";
 
 fn works(program: &str, arg: &str) -> bool {
     Command::new(program)
@@ -41,6 +47,7 @@ pub(crate) fn run_interop() -> Result<(), String> {
         let servers = [
             ("server-everything", EVERYTHING, "MALJAN_INTEROP_EVERYTHING"),
             ("server-filesystem", FILESYSTEM, "MALJAN_INTEROP_FILESYSTEM"),
+            ("server-memory", MEMORY, "MALJAN_INTEROP_MEMORY"),
         ];
         if servers
             .iter()
@@ -69,21 +76,27 @@ pub(crate) fn run_interop() -> Result<(), String> {
     }
 
     if works("python3", "--version") {
-        for (venv, sdk, import, variable) in [
+        for (venv, packages, import, variable) in [
             (
                 "venv",
-                PYTHON_MCP,
+                &[PYTHON_MCP][..],
                 "mcp.server.fastmcp",
                 "MALJAN_INTEROP_PYTHON",
             ),
             (
                 "venv-2",
-                PYTHON_MCP_2,
+                &[PYTHON_MCP_2][..],
                 "mcp.server.mcpserver",
                 "MALJAN_INTEROP_PYTHON2",
             ),
+            (
+                "venv-official",
+                &[GIT_SERVER, TIME_SERVER][..],
+                "mcp_server_git, mcp_server_time",
+                "MALJAN_INTEROP_OFFICIAL_PYTHON",
+            ),
         ] {
-            let python = python_with(&cache.join(venv), sdk, import)?;
+            let python = python_with(&cache.join(venv), packages, import)?;
             env.push((variable.into(), python.display().to_string()));
         }
     } else {
@@ -136,20 +149,21 @@ pub(crate) fn run_interop() -> Result<(), String> {
 
 /// A virtual environment at `venv` with the Python SDK `sdk` (which has the module
 /// `import`), made when missing; its interpreter.
-fn python_with(venv: &Path, sdk: &str, import: &str) -> Result<PathBuf, String> {
+fn python_with(venv: &Path, packages: &[&str], import: &str) -> Result<PathBuf, String> {
     let python = venv.join("bin/python");
     if !python.is_file() {
         run(Command::new("python3").args(["-m", "venv"]).arg(venv))?;
     }
     if !imports(&python, import) {
-        run(Command::new(&python).args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            sdk,
-        ]))?;
+        run(Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
+            .args(packages))?;
     }
     Ok(python)
 }

@@ -19,9 +19,11 @@
 //! - `picks`: counts the crates each pick of the workspace pulls in (`tests/picks`), beside
 //!   rmcp's, and fails when a pick is over its bound, pulls what it must not (tokio in a
 //!   sans-IO core, HTTP in a stdio-only client or kit) or holds two versions of a crate.
-//! - `interop`: installs `@modelcontextprotocol/server-everything` (npm) and the Python
-//!   `mcp` SDK into `target/interop`, then runs our client against them over stdio and
-//!   Streamable HTTP; it says what it skipped when node/npm or python are missing.
+//! - `interop`: installs `@modelcontextprotocol/server-everything`, `server-filesystem` and
+//!   `server-memory` (npm), the Python `mcp` SDK and the official git and time servers (PyPI)
+//!   into `target/interop`, then runs our client against them over stdio and Streamable
+//!   HTTP, and the `maljan` command (calls and a pack over the official servers); it says
+//!   what it skipped when node/npm or python are missing.
 //! - `screenshot`: regenerates the README's screenshot of the report page
 //!   (`docs/demo-report.png`) from a fresh `maljan demo`, in headless Chromium.
 //! - `conformance`: installs the MCP conformance suite (and Node 22 when the system's is

@@ -157,3 +157,163 @@ fn server_filesystem_reads_and_edits_the_real_file_where_it_is() {
     assert!(output.status.success(), "{}", text(&output.stderr));
     assert_eq!(std::fs::read_to_string(&file).expect("read"), "rewritten");
 }
+
+/// A pack over five official servers no one here wrote: git and time (PyPI), filesystem,
+/// memory and everything (npm).
+const OFFICIAL_PACK: &str = r#"
+[pack]
+name = "official servers"
+
+[[step]]
+id = "now"
+server = "time"
+tool = "get_current_time"
+arguments = { timezone = "Etc/UTC" }
+
+[[step]]
+id = "status"
+server = "git"
+tool = "git_status"
+arguments = { repo_path = "REPO" }
+
+[[step]]
+id = "read"
+server = "fs"
+tool = "read_text_file"
+arguments = { path = "ALLOWED/notes.txt" }
+
+[[step]]
+id = "edit"
+server = "fs"
+tool = "edit_file"
+arguments = { path = "ALLOWED/notes.txt", edits = [{ oldText = "second line", newText = "edited by a pack" }] }
+
+[[step]]
+id = "remember"
+server = "memory"
+tool = "create_entities"
+arguments = { entities = [{ name = "sample", entityType = "file", observations = ["triaged"] }] }
+
+[[step]]
+id = "sum"
+server = "everything"
+tool = "get-sum"
+arguments = { a = 2, b = 3 }
+"#;
+
+#[test]
+#[ignore = "run by cargo xtask interop"]
+fn server_everything_and_the_python_sdk_official_servers_carry_out_a_pack() {
+    let dir = tempfile::tempdir().expect("dir");
+    let root = dir.path().canonicalize().expect("canonical");
+    let allowed = root.join("allowed");
+    let repo = root.join("repo");
+    std::fs::create_dir_all(&allowed).expect("allowed");
+    std::fs::create_dir_all(&repo).expect("repo");
+    std::fs::write(allowed.join("notes.txt"), "first line\nsecond line\n").expect("notes");
+    let git = |args: &[&str]| {
+        let status = Command::new("git")
+            .args(args)
+            .current_dir(&repo)
+            .env("GIT_AUTHOR_NAME", "maljan")
+            .env("GIT_AUTHOR_EMAIL", "maljan@example.invalid")
+            .env("GIT_COMMITTER_NAME", "maljan")
+            .env("GIT_COMMITTER_EMAIL", "maljan@example.invalid")
+            .status()
+            .expect("git runs");
+        assert!(status.success(), "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    std::fs::write(repo.join("tracked.txt"), "one\n").expect("tracked");
+    git(&["add", "tracked.txt"]);
+    git(&["commit", "-q", "-m", "one"]);
+    std::fs::write(repo.join("untracked.txt"), "two\n").expect("untracked");
+
+    let python = env("MALJAN_INTEROP_OFFICIAL_PYTHON");
+    let node = env("MALJAN_INTEROP_NODE");
+    let config = format!(
+        "[servers.git]\ncommand = {python:?}\nargs = [\"-m\", \"mcp_server_git\"]\n\
+         [servers.time]\ncommand = {python:?}\nargs = [\"-m\", \"mcp_server_time\"]\n\
+         [servers.fs]\ncommand = {node:?}\nargs = [{:?}, {:?}]\n\
+         [servers.memory]\ncommand = {node:?}\nargs = [{:?}]\n\
+         env = {{ MEMORY_FILE_PATH = {:?} }}\n\
+         [servers.everything]\ncommand = {node:?}\nargs = [{:?}]\n",
+        env("MALJAN_INTEROP_FILESYSTEM"),
+        allowed.display().to_string(),
+        env("MALJAN_INTEROP_MEMORY"),
+        root.join("memory.jsonl").display().to_string(),
+        env("MALJAN_INTEROP_EVERYTHING"),
+    );
+    std::fs::write(root.join("maljan.toml"), config).expect("config");
+    let pack = OFFICIAL_PACK
+        .replace("REPO", &repo.display().to_string())
+        .replace("ALLOWED", &allowed.display().to_string());
+    std::fs::write(root.join("pack.toml"), pack).expect("pack");
+    std::fs::write(root.join("sample.bin"), "a sample").expect("sample");
+    let job = root.join("job");
+    let output = Command::new(MALJAN)
+        .arg("--config")
+        .arg(root.join("maljan.toml"))
+        .arg("run")
+        .arg(root.join("pack.toml"))
+        .arg(root.join("sample.bin"))
+        .arg("--job")
+        .arg(&job)
+        .arg("--ledger")
+        .arg(root.join("ledger.jsonl"))
+        .env_remove("MALJAN_CONFIG")
+        .output()
+        .expect("maljan runs");
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}\n{}",
+        text(&output.stdout),
+        text(&output.stderr)
+    );
+
+    assert_eq!(
+        std::fs::read_to_string(allowed.join("notes.txt")).expect("notes"),
+        "first line\nedited by a pack\n",
+        "the pack's edit landed on the real file"
+    );
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(job.join("report.json")).expect("report.json"))
+            .expect("JSON");
+    assert_eq!(report["verdict"], "completed", "{report}");
+    let answer = |id: &str| {
+        report["steps"]
+            .as_array()
+            .expect("steps")
+            .iter()
+            .find(|s| s["step"] == id)
+            .map(|s| s["answer"].to_string())
+            .unwrap_or_default()
+    };
+    assert!(
+        answer("status").contains("untracked.txt"),
+        "{}",
+        answer("status")
+    );
+    assert!(answer("read").contains("first line"), "{}", answer("read"));
+    assert!(
+        answer("sum").contains("The sum of 2 and 3 is 5"),
+        "{}",
+        answer("sum")
+    );
+    assert!(answer("now").contains("Etc/UTC"), "{}", answer("now"));
+    assert!(
+        answer("remember").contains("sample"),
+        "{}",
+        answer("remember")
+    );
+    let page = std::fs::read_to_string(job.join("report.html")).expect("report.html");
+    assert!(
+        page.contains("The sum of 2 and 3 is 5"),
+        "the answers are on the page"
+    );
+    assert!(
+        page.contains("untracked.txt"),
+        "the git status is on the page"
+    );
+}
