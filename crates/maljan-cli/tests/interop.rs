@@ -81,6 +81,45 @@ fn server_everything_images_and_links_are_named_not_dumped() {
 
 #[test]
 #[ignore = "run by cargo xtask interop"]
+fn server_everything_resources_are_taken_by_link_and_embedded() {
+    let job = tempfile::tempdir().expect("job");
+    let job_arg = job.path().join("job").display().to_string();
+    let output = against_everything(&[
+        "call",
+        "get-resource-links",
+        "count=2",
+        "--take",
+        "--job",
+        &job_arg,
+    ]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let shown = text(&output.stdout);
+    assert_eq!(shown.matches("\ntaken: ").count(), 2, "{shown}");
+    assert!(shown.contains("taken: Text Resource 2 ("), "{shown}");
+
+    let job_arg = job.path().join("job-2").display().to_string();
+    let output = against_everything(&[
+        "call",
+        "get-resource-reference",
+        "resourceType=Text",
+        "resourceId=2",
+        "--take",
+        "--job",
+        &job_arg,
+        "--format",
+        "json",
+    ]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let document: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let taken = &document["taken"][0];
+    assert_eq!(
+        taken["status"], "taken",
+        "the embedded resource: {document}"
+    );
+}
+
+#[test]
+#[ignore = "run by cargo xtask interop"]
 fn server_everything_from_an_mcp_servers_file() {
     let dir = tempfile::tempdir().expect("dir");
     let config = dir.path().join("mcp.json");
@@ -199,6 +238,19 @@ id = "sum"
 server = "everything"
 tool = "get-sum"
 arguments = { a = 2, b = 3 }
+
+[[step]]
+id = "links"
+server = "everything"
+tool = "get-resource-links"
+arguments = { count = 2 }
+outputs = ["*"]
+
+[[step]]
+id = "look"
+server = "sidecar"
+tool = "file_info"
+arguments = { path = "$links/*" }
 "#;
 
 #[test]
@@ -307,6 +359,17 @@ fn server_everything_and_the_python_sdk_official_servers_carry_out_a_pack() {
         "{}",
         answer("remember")
     );
+    // The linked resources were read, taken under their names and handed to a later step.
+    let looked: Vec<&serde_json::Value> = report["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .filter(|s| s["step"] == "look")
+        .collect();
+    assert_eq!(looked.len(), 2, "one look per linked resource: {report}");
+    for step in looked {
+        assert_eq!(step["status"]["status"], "completed", "{step}");
+    }
     let page = std::fs::read_to_string(job.join("report.html")).expect("report.html");
     assert!(
         page.contains("The sum of 2 and 3 is 5"),

@@ -416,7 +416,27 @@ impl ServerConnection {
         answer: &ToolAnswer,
         step: Option<&str>,
     ) -> Vec<TakenFile> {
-        self.stack.take_files(tool, answer, step).await
+        let mut taken = self.stack.take_files(tool, answer, step).await;
+        if let Some(job) = self.stack.context().job() {
+            let wire = self.stack.get_ref().get_ref().get_ref().get_ref();
+            let call = maljan_staging::Origin {
+                step: step.map(str::to_owned),
+                server: self.name.clone(),
+                tool: tool.to_owned(),
+            };
+            taken.extend(
+                crate::taking::take_resources(
+                    wire,
+                    job,
+                    self.stack.context(),
+                    &call,
+                    answer,
+                    self.default_wait,
+                )
+                .await,
+            );
+        }
+        taken
     }
 
     /// The breaker's state (shared with every connection to the server that a run makes).

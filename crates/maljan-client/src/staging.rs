@@ -94,6 +94,11 @@ impl<S> Staged<S> {
         &self.inner
     }
 
+    /// The job and recorders the connection works in.
+    pub(crate) fn context(&self) -> &ConnectionContext {
+        &self.context
+    }
+
     /// The layer below.
     pub(crate) fn into_inner(self) -> S {
         self.inner

@@ -10,7 +10,7 @@ use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use std::sync::atomic::Ordering;
 
-use maljan_mcp_proto::maljan::{ErrorCode, Outcome, ToolAnswer, ToolFailure};
+use maljan_mcp_proto::maljan::{ErrorCode, Outcome, ToolAnswer, ToolFailure, resources_in};
 use maljan_staging::Origin;
 use serde_json::Value;
 
@@ -212,6 +212,14 @@ fn declared_only(answer: &ToolAnswer, step: &Step) -> ToolAnswer {
                 other => other.get("path").and_then(Value::as_str),
             };
             path.is_some_and(|p| step.declares(&file_name(p)))
+        });
+    }
+    // Resources the answer links or embeds are taken under their names, as declared too.
+    if let Value::Array(blocks) = &mut declared.value {
+        blocks.retain(|block| {
+            resources_in(&Value::Array(vec![block.clone()]))
+                .iter()
+                .all(|resource| step.declares(&file_name(&resource.name)))
         });
     }
     declared

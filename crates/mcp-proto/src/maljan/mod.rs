@@ -10,7 +10,7 @@ mod primitives;
 
 pub use answer::{Outcome, ToolAnswer, ToolFailure};
 pub use error_code::ErrorCode;
-pub use files::{FileRef, files_in};
+pub use files::{FileRef, ResourceRef, files_in, resources_in};
 pub use job_key::{JOB_KEY_META, JobKey, JobKeyError, MAX_JOB_KEY_CHARS, MIN_JOB_KEY_CHARS};
 pub use manifest::{CapabilityManifest, FileReach, ToolCapability};
 pub use primitives::{PLATFORM_PRIMITIVES, is_platform_primitive};

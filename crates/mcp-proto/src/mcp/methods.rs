@@ -26,3 +26,5 @@ pub const ELICITATION_CREATE: &str = "elicitation/create";
 pub const SAMPLING_CREATE_MESSAGE: &str = "sampling/createMessage";
 /// A server asks which directories the client shows it.
 pub const ROOTS_LIST: &str = "roots/list";
+/// Reading a resource by its URI.
+pub const RESOURCES_READ: &str = "resources/read";
