@@ -969,7 +969,8 @@ fn every_command_ends_quietly_when_its_reader_goes_away() {
     let output = maljan_with_ledger(&["call", "sidecar", "file_info", &path], &ledger);
     assert!(output.status.success(), "{}", stderr(&output));
     let ledger_arg = ledger.display().to_string();
-    let commands: [&[&str]; 9] = [
+    let commands: [&[&str]; 10] = [
+        &["jobs"],
         &["probe"],
         &["tools"],
         &["tools", "--format", "json"],
@@ -1190,4 +1191,44 @@ fn jobs_go_beside_the_ledger_are_listed_and_pruned_and_the_demo_leaves_no_tempor
     assert_eq!(std::fs::read_dir(&jobs).expect("jobs").count(), 0);
     let output = maljan_with_ledger(&["jobs", "prune", "--older-than", "soon"], &ledger);
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+}
+
+/// A server that sets up and lists one tool, then never answers a call.
+const SILENT_SERVER: &str = r#"
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    method, ident = message.get("method"), message.get("id")
+    if ident is None:
+        continue
+    if method == "initialize":
+        result = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "silent", "version": "1"}}
+    elif method == "tools/list":
+        result = {"tools": [{"name": "wait", "inputSchema": {"type": "object"}}]}
+    elif method == "tools/call":
+        continue
+    else:
+        print(json.dumps({"jsonrpc": "2.0", "id": ident,
+                          "error": {"code": -32601, "message": "no such method"}}), flush=True)
+        continue
+    print(json.dumps({"jsonrpc": "2.0", "id": ident, "result": result}), flush=True)
+"#;
+
+#[test]
+fn a_call_that_gets_no_answer_exits_seven() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let script = dir.path().join("silent.py");
+    std::fs::write(&script, SILENT_SERVER).expect("script");
+    let script = script.display().to_string();
+    let output = maljan(&["call", "wait", "--timeout", "0.5", "--", "python3", &script]);
+    assert_eq!(
+        output.status.code(),
+        Some(7),
+        "{}{}",
+        stdout(&output),
+        stderr(&output)
+    );
+    let shown = format!("{}{}", stdout(&output), stderr(&output));
+    assert!(shown.contains("unanswered"), "{shown}");
 }
