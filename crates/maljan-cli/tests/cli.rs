@@ -1232,3 +1232,33 @@ fn a_call_that_gets_no_answer_exits_seven() {
     let shown = format!("{}{}", stdout(&output), stderr(&output));
     assert!(shown.contains("unanswered"), "{shown}");
 }
+
+#[test]
+fn a_run_whose_every_step_failed_exits_four() {
+    let pack = "[pack]\nname = \"nothing works\"\n\n[[step]]\nid = \"missing\"\n\
+                server = \"sidecar\"\ntool = \"file_info\"\narguments = { path = \"not-there\" }\n";
+    let (dir, pack, sample) = run_files(pack);
+    let job = dir.path().join("job");
+    let output = maljan_with_ledger(
+        &[
+            "run",
+            &pack.display().to_string(),
+            &sample.display().to_string(),
+            "--job",
+            &job.display().to_string(),
+        ],
+        &dir.path().join("ledger.jsonl"),
+    );
+    assert_eq!(
+        output.status.code(),
+        Some(4),
+        "{}{}",
+        stdout(&output),
+        stderr(&output)
+    );
+    assert!(
+        stdout(&output).contains("verdict: failed"),
+        "{}",
+        stdout(&output)
+    );
+}
