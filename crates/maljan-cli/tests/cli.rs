@@ -1262,3 +1262,36 @@ fn a_run_whose_every_step_failed_exits_four() {
         stdout(&output)
     );
 }
+
+#[test]
+fn a_run_over_a_server_named_after_double_dash_gives_it_the_packs_server_name() {
+    let pack = "[pack]\nname = \"one server\"\n\n[[step]]\nid = \"info\"\n\
+                server = \"analysis\"\ntool = \"file_info\"\narguments = { path = \"$sample\" }\n";
+    let (dir, pack, sample) = run_files(pack);
+    let job = dir.path().join("job");
+    let output = maljan_with_ledger(
+        &[
+            "run",
+            &pack.display().to_string(),
+            &sample.display().to_string(),
+            "--job",
+            &job.display().to_string(),
+            "--",
+            MALJAN,
+            "sidecar",
+        ],
+        &dir.path().join("ledger.jsonl"),
+    );
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&output),
+        stderr(&output)
+    );
+    assert!(
+        stdout(&output).contains("[analysis/file_info]"),
+        "{}",
+        stdout(&output)
+    );
+}
