@@ -825,8 +825,16 @@ fn a_hostile_servers_escapes_and_links_are_shown_inert_everywhere() {
     }
     let markdown = std::fs::read_to_string(job.join("report.md")).expect("report.md");
     assert!(!holds_active_control(&markdown), "{markdown}");
+    // An indented code block (a tool's answer) is literal to every Markdown reader: what
+    // could be markup is looked for in the rest.
+    let read_as_markup: Vec<&str> = markdown
+        .lines()
+        .filter(|line| !line.starts_with("    "))
+        .collect();
     for live in ["](javascript", "![](", "](http", "[pack]("] {
-        assert!(!markdown.contains(live), "{live} in {markdown}");
+        for line in &read_as_markup {
+            assert!(!line.contains(live), "{live} in {line}");
+        }
     }
     assert!(
         markdown.contains("\\[click\\]\\(javascript\\:"),

@@ -74,6 +74,8 @@ fn answers(out: &mut String, report: &RunReport) {
         .steps
         .iter()
         .enumerate()
+        // A failed step's answer is its failure, already in the failures and the steps.
+        .filter(|(_, step)| matches!(step.status, super::v1::StepStatus::Completed))
         .filter_map(|(i, step)| step.answer.as_ref().map(|answer| (i, step, answer)))
         .collect();
     if answered.is_empty() {
