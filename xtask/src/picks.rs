@@ -186,11 +186,13 @@ pub(crate) fn check() -> Result<(), String> {
 const UNAVOIDABLE_DUPLICATES: &[(&str, &str)] = &[
     (
         "getrandom",
-        "ring 0.17 (rustls's provider) needs 0.2 and zip 9 needs 0.4 for any feature set;          zip 8, which makes it optional, lacks 9.0's fixes for hostile archives",
+        "ring 0.17 (rustls's provider) needs 0.2 and zip 9 needs 0.4 for any feature set; \
+         zip 8, which makes it optional, lacks 9.0's fixes for hostile archives",
     ),
     (
         "syn",
-        "zip 9 derives zeroize (zeroize_derive: syn 2) whatever its features; clap_derive and          the rest are on syn 3",
+        "zip 9 derives zeroize (zeroize_derive: syn 2) whatever its features; clap_derive and \
+         the rest are on syn 3",
     ),
 ];
 
