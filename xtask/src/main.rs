@@ -6,7 +6,8 @@
 //!   the tests (fuzz corpora replayed among them), the docs with warnings denied, each
 //!   pick's example against the reference sidecar, the published crates packaged and their packages' tests run offline, the interop tests, the
 //!   MCP conformance suite, the run report's page in headless Chromium (Debian's package,
-//!   installed when missing; its screenshot kept in `target/tmp/report-page.png`), then a
+//!   installed when missing; its screenshot kept in `target/tmp/report-page.png`), a
+//!   throwaway PostgreSQL cluster started and stopped, then a
 //!   short real fuzz run of each target when a nightly toolchain is present.
 //! - `fuzz [TARGET] [--time SECONDS]`: runs fuzz targets on nightly (all by default, 60 s
 //!   each), installing cargo-fuzz when it is missing.
@@ -24,6 +25,8 @@
 //!   into `target/interop`, then runs our client against them over stdio and Streamable
 //!   HTTP, and the `maljan` command (calls and a pack over the official servers); it says
 //!   what it skipped when node/npm or python are missing.
+//! - `postgres`: starts a throwaway PostgreSQL cluster (Debian's, installed when missing)
+//!   on a free loopback port, checks it answers, and stops it.
 //! - `screenshot`: regenerates the README's screenshot of the report page
 //!   (`docs/demo-report.png`) from a fresh `maljan demo`, in headless Chromium.
 //! - `conformance`: installs the MCP conformance suite (and Node 22 when the system's is
@@ -38,6 +41,7 @@ mod fuzz;
 mod interop;
 mod packaging;
 mod picks;
+mod postgres;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -55,8 +59,9 @@ fn main() -> ExitCode {
         Some("package") => packaging::check(),
         Some("examples") => examples::run(),
         Some("screenshot") => browser::screenshot(),
+        Some("postgres") => postgres::check(),
         Some(other) => Err(format!(
-            "unknown task {other:?}; the tasks are: ci, fuzz, bench, interop, conformance, graph, picks, package, examples, screenshot"
+            "unknown task {other:?}; the tasks are: ci, fuzz, bench, interop, conformance, graph, picks, package, examples, screenshot, postgres"
         )),
         None => {
             Err("name a task: cargo xtask ci | fuzz [TARGET] [--time SECONDS] | bench".to_owned())
@@ -142,6 +147,9 @@ fn ci() -> Result<(), String> {
     )?;
     examples::run()?;
     packaging::check()?;
+    // The fleet's tests will need a real PostgreSQL: the script that starts one is proved on
+    // every CI machine.
+    postgres::check()?;
     interop::run_interop()?;
     conformance::run_conformance()?;
     browser::run_report_page()?;

@@ -1,0 +1,157 @@
+//! A throwaway PostgreSQL cluster for the tests that need a real database: Debian's
+//! PostgreSQL (installed when missing), a new cluster under `target/services/postgres` made
+//! with `initdb` as the `postgres` user (PostgreSQL refuses to run as root), started with
+//! `pg_ctl` on a free loopback port, stopped when the guard is dropped.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::{on_path, root, run};
+
+/// A running throwaway cluster; dropping it stops the server.
+#[derive(Debug)]
+pub(crate) struct Postgres {
+    bin: PathBuf,
+    data: PathBuf,
+    port: u16,
+}
+
+impl Postgres {
+    /// Makes a new cluster and starts it.
+    pub(crate) fn start() -> Result<Postgres, String> {
+        let bin = server_binaries()?;
+        let data = root().join("target/services/postgres");
+        if data.exists() {
+            std::fs::remove_dir_all(&data)
+                .map_err(|e| format!("could not clear {}: {e}", data.display()))?;
+        }
+        std::fs::create_dir_all(&data)
+            .map_err(|e| format!("could not create {}: {e}", data.display()))?;
+        run(Command::new("chown").arg("postgres:postgres").arg(&data))?;
+        as_postgres(
+            &bin.join("initdb"),
+            &[
+                "-D",
+                &data.display().to_string(),
+                "-A",
+                "trust",
+                "-U",
+                "postgres",
+                "--no-sync",
+            ],
+        )?;
+        let port = free_port()?;
+        let options = format!(
+            "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
+            data.display()
+        );
+        as_postgres(
+            &bin.join("pg_ctl"),
+            &[
+                "-D",
+                &data.display().to_string(),
+                "-l",
+                &data.join("server.log").display().to_string(),
+                "-o",
+                &options,
+                "-w",
+                "start",
+            ],
+        )?;
+        Ok(Postgres { bin, data, port })
+    }
+
+    /// The URL a client connects with: the `postgres` user, trusted on loopback.
+    pub(crate) fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        let _ = as_postgres(
+            &self.bin.join("pg_ctl"),
+            &[
+                "-D",
+                &self.data.display().to_string(),
+                "-m",
+                "fast",
+                "-w",
+                "stop",
+            ],
+        );
+    }
+}
+
+/// `cargo xtask postgres`: starts a cluster, checks it answers, prints its URL and stops it.
+pub(crate) fn check() -> Result<(), String> {
+    let postgres = Postgres::start()?;
+    let url = postgres.url();
+    run(Command::new("psql")
+        .args(["-X", "-q", "-t", "-c", "select 1"])
+        .arg(&url))?;
+    println!("xtask postgres: a throwaway cluster answered at {url}");
+    Ok(())
+}
+
+/// The directory of the newest installed PostgreSQL's server programs, installing Debian's
+/// package when there is none.
+fn server_binaries() -> Result<PathBuf, String> {
+    if let Some(bin) = newest_installed() {
+        return Ok(bin);
+    }
+    println!("xtask: PostgreSQL is missing; installing Debian's postgresql");
+    run(Command::new("sh").args([
+        "-c",
+        "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql",
+    ]))?;
+    newest_installed().ok_or_else(|| {
+        "PostgreSQL's server programs are not under /usr/lib/postgresql; install them \
+         (Debian: apt-get install postgresql)"
+            .to_owned()
+    })
+}
+
+fn newest_installed() -> Option<PathBuf> {
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .flatten()
+        .filter_map(|entry| {
+            let version = entry.file_name().to_str()?.parse().ok()?;
+            let bin = entry.path().join("bin");
+            bin.join("initdb").is_file().then_some((version, bin))
+        })
+        .collect();
+    versions.sort();
+    versions.pop().map(|(_, bin)| bin)
+}
+
+/// Runs `program ARGS` as the `postgres` user (as is when not root).
+fn as_postgres(program: &Path, args: &[&str]) -> Result<(), String> {
+    if on_path("runuser") && is_root() {
+        run(Command::new("runuser")
+            .args(["-u", "postgres", "--"])
+            .arg(program)
+            .args(args))
+    } else {
+        run(Command::new(program).args(args))
+    }
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|out| out.stdout.trim_ascii() == b"0")
+}
+
+/// A loopback port nothing listens on now.
+fn free_port() -> Result<u16, String> {
+    let listener =
+        TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free loopback port: {e}"))?;
+    listener
+        .local_addr()
+        .map(|a| a.port())
+        .map_err(|e| format!("no free loopback port: {e}"))
+}
