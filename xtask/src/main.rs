@@ -27,6 +27,9 @@
 //!   what it skipped when node/npm or python are missing.
 //! - `postgres`: starts a throwaway PostgreSQL cluster (Debian's, installed when missing)
 //!   on a free loopback port, checks it answers, and stops it.
+//! - `garage`: starts a throwaway Garage node (an S3-compatible object store; installed once
+//!   into cargo's bin directory when missing), puts and gets an object with signed requests,
+//!   and stops it.
 //! - `screenshot`: regenerates the README's screenshot of the report page
 //!   (`docs/demo-report.png`) from a fresh `maljan demo`, in headless Chromium.
 //! - `conformance`: installs the MCP conformance suite (and Node 22 when the system's is
@@ -38,6 +41,7 @@ mod conformance;
 mod crate_graph;
 mod examples;
 mod fuzz;
+mod garage;
 mod interop;
 mod packaging;
 mod picks;
@@ -60,8 +64,9 @@ fn main() -> ExitCode {
         Some("examples") => examples::run(),
         Some("screenshot") => browser::screenshot(),
         Some("postgres") => postgres::check(),
+        Some("garage") => garage::check(),
         Some(other) => Err(format!(
-            "unknown task {other:?}; the tasks are: ci, fuzz, bench, interop, conformance, graph, picks, package, examples, screenshot, postgres"
+            "unknown task {other:?}; the tasks are: ci, fuzz, bench, interop, conformance, graph, picks, package, examples, screenshot, postgres, garage"
         )),
         None => {
             Err("name a task: cargo xtask ci | fuzz [TARGET] [--time SECONDS] | bench".to_owned())
@@ -208,6 +213,27 @@ pub(crate) fn npm_install(prefix: &Path, packages: &[&str]) -> Result<(), String
         ])
         .arg(prefix)
         .args(packages))
+}
+
+/// `target/services/NAME`, made new and empty: where a throwaway test service keeps its
+/// data.
+pub(crate) fn empty_service_dir(name: &str) -> Result<PathBuf, String> {
+    let dir = root().join("target/services").join(name);
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)
+            .map_err(|e| format!("could not clear {}: {e}", dir.display()))?;
+    }
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| format!("could not create {}: {e}", dir.display()))?;
+    Ok(dir)
+}
+
+/// A loopback port nothing listens on now.
+pub(crate) fn free_loopback_port() -> Result<u16, String> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|address| address.port())
+        .map_err(|e| format!("no free loopback port: {e}"))
 }
 
 pub(crate) fn on_path(program: &str) -> bool {

@@ -3,11 +3,10 @@
 //! with `initdb` as the `postgres` user (PostgreSQL refuses to run as root), started with
 //! `pg_ctl` on a free loopback port, stopped when the guard is dropped.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::{on_path, root, run};
+use crate::{empty_service_dir, free_loopback_port, on_path, run};
 
 /// A running throwaway cluster; dropping it stops the server.
 #[derive(Debug)]
@@ -21,13 +20,7 @@ impl Postgres {
     /// Makes a new cluster and starts it.
     pub(crate) fn start() -> Result<Postgres, String> {
         let bin = server_binaries()?;
-        let data = root().join("target/services/postgres");
-        if data.exists() {
-            std::fs::remove_dir_all(&data)
-                .map_err(|e| format!("could not clear {}: {e}", data.display()))?;
-        }
-        std::fs::create_dir_all(&data)
-            .map_err(|e| format!("could not create {}: {e}", data.display()))?;
+        let data = empty_service_dir("postgres")?;
         run(Command::new("chown").arg("postgres:postgres").arg(&data))?;
         as_postgres(
             &bin.join("initdb"),
@@ -41,7 +34,7 @@ impl Postgres {
                 "--no-sync",
             ],
         )?;
-        let port = free_port()?;
+        let port = free_loopback_port()?;
         let options = format!(
             "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
             data.display()
@@ -144,14 +137,4 @@ fn is_root() -> bool {
         .arg("-u")
         .output()
         .is_ok_and(|out| out.stdout.trim_ascii() == b"0")
-}
-
-/// A loopback port nothing listens on now.
-fn free_port() -> Result<u16, String> {
-    let listener =
-        TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free loopback port: {e}"))?;
-    listener
-        .local_addr()
-        .map(|a| a.port())
-        .map_err(|e| format!("no free loopback port: {e}"))
 }
