@@ -52,14 +52,7 @@ fn head(out: &mut String, names: &[&str]) {
 /// Each step's answer, in a `<details>` of its own (open unless long): text as text, an
 /// object as a table of its fields, anything else as JSON; cut with where the whole is.
 fn answers(out: &mut String, report: &RunReport) {
-    let answered: Vec<_> = report
-        .steps
-        .iter()
-        .enumerate()
-        // A failed step's answer is its failure, already in the failures and the steps.
-        .filter(|(_, step)| matches!(step.status, super::v1::StepStatus::Completed))
-        .filter_map(|(i, step)| step.answer.as_ref().map(|answer| (i, step, answer)))
-        .collect();
+    let answered = wording::answered_steps(report);
     if answered.is_empty() {
         return;
     }

@@ -70,14 +70,7 @@ fn code_block(out: &mut String, text: &str) {
 /// Each step's answer: text as text, an object as a table of its fields, anything else as
 /// JSON; a long one folded, and cut with where the whole is.
 fn answers(out: &mut String, report: &RunReport) {
-    let answered: Vec<(usize, &super::v1::Step, &Value)> = report
-        .steps
-        .iter()
-        .enumerate()
-        // A failed step's answer is its failure, already in the failures and the steps.
-        .filter(|(_, step)| matches!(step.status, super::v1::StepStatus::Completed))
-        .filter_map(|(i, step)| step.answer.as_ref().map(|answer| (i, step, answer)))
-        .collect();
+    let answered = wording::answered_steps(report);
     if answered.is_empty() {
         return;
     }

@@ -4,6 +4,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use super::RunReport;
 use super::v1::{Disclosure, Mode, Sent, Step, StepStatus, Upload};
 
 /// The most rows of one list (steps, files, uploads) the Markdown and HTML pages show: a
@@ -62,6 +63,18 @@ pub(super) fn upload(d: &Disclosure) -> (String, &'static str, String) {
         Upload::Interrupted => "interrupted: the run stopped while it was sent".to_owned(),
     };
     (what, how, outcome)
+}
+
+/// The completed steps that have an answer, with their index in the report's steps (a
+/// failed step's answer is its failure, already in the failures and the steps).
+pub(super) fn answered_steps(report: &RunReport) -> Vec<(usize, &Step, &Value)> {
+    report
+        .steps
+        .iter()
+        .enumerate()
+        .filter(|(_, step)| matches!(step.status, StepStatus::Completed))
+        .filter_map(|(i, step)| step.answer.as_ref().map(|answer| (i, step, answer)))
+        .collect()
 }
 
 /// The most characters of one step's answer the Markdown and HTML pages show; past it the
