@@ -100,6 +100,13 @@ fn tree(package_args: &[&str]) -> Result<BTreeSet<String>, String> {
     cargo_output(&args).map(|out| crates_of(&out))
 }
 
+/// The crates of which the tree `selection` names holds two versions (`name version`).
+fn duplicates(selection: &[&str]) -> Result<BTreeSet<String>, String> {
+    let mut args = vec!["tree", "--duplicates", "--depth", "0", "--prefix", "none"];
+    args.extend_from_slice(selection);
+    cargo_output(&args).map(|out| crates_of(&out))
+}
+
 /// Counts each pick beside rmcp's and checks its bounds.
 pub(crate) fn check() -> Result<(), String> {
     let rmcp_manifest = crate::root().join("tests/picks/rmcp/Cargo.toml");
@@ -149,19 +156,7 @@ pub(crate) fn check() -> Result<(), String> {
                 problems.push(format!("{} pulls {krate}, which it must not", pick.what));
             }
         }
-        let duplicated = cargo_output(&[
-            "tree",
-            "-p",
-            pick.package,
-            "-e",
-            "normal",
-            "--duplicates",
-            "--depth",
-            "0",
-            "--prefix",
-            "none",
-        ])?;
-        let duplicated = crates_of(&duplicated);
+        let duplicated = duplicates(&["-p", pick.package, "-e", "normal"])?;
         if !duplicated.is_empty() {
             let list: Vec<&str> = duplicated.iter().map(String::as_str).collect();
             problems.push(format!(
@@ -199,18 +194,7 @@ const UNAVOIDABLE_DUPLICATES: &[(&str, &str)] = &[
 /// Every crate of which the workspace's normal and build dependencies hold two versions,
 /// checked against [`UNAVOIDABLE_DUPLICATES`].
 fn whole_tree_duplicates() -> Result<Vec<String>, String> {
-    let duplicated = cargo_output(&[
-        "tree",
-        "--workspace",
-        "-e",
-        "normal,build",
-        "--duplicates",
-        "--depth",
-        "0",
-        "--prefix",
-        "none",
-    ])?;
-    let names: BTreeSet<String> = crates_of(&duplicated)
+    let names: BTreeSet<String> = duplicates(&["--workspace", "-e", "normal,build"])?
         .iter()
         .filter_map(|krate| krate.split_whitespace().next().map(str::to_owned))
         .collect();

@@ -1241,22 +1241,25 @@ fn a_call_that_gets_no_answer_exits_seven() {
     assert!(shown.contains("unanswered"), "{shown}");
 }
 
+/// `maljan run PACK SAMPLE --job DIR EXTRA…` in a directory of its own.
+fn run_pack(pack: &str, extra: &[&str]) -> Output {
+    let (dir, pack, sample) = run_files(pack);
+    let job = dir.path().join("job");
+    let (pack, sample, job) = (
+        pack.display().to_string(),
+        sample.display().to_string(),
+        job.display().to_string(),
+    );
+    let mut args = vec!["run", &pack, &sample, "--job", &job];
+    args.extend_from_slice(extra);
+    maljan_with_ledger(&args, &dir.path().join("ledger.jsonl"))
+}
+
 #[test]
 fn a_run_whose_every_step_failed_exits_four() {
     let pack = "[pack]\nname = \"nothing works\"\n\n[[step]]\nid = \"missing\"\n\
                 server = \"sidecar\"\ntool = \"file_info\"\narguments = { path = \"not-there\" }\n";
-    let (dir, pack, sample) = run_files(pack);
-    let job = dir.path().join("job");
-    let output = maljan_with_ledger(
-        &[
-            "run",
-            &pack.display().to_string(),
-            &sample.display().to_string(),
-            "--job",
-            &job.display().to_string(),
-        ],
-        &dir.path().join("ledger.jsonl"),
-    );
+    let output = run_pack(pack, &[]);
     assert_eq!(
         output.status.code(),
         Some(4),
@@ -1275,21 +1278,7 @@ fn a_run_whose_every_step_failed_exits_four() {
 fn a_run_over_a_server_named_after_double_dash_gives_it_the_packs_server_name() {
     let pack = "[pack]\nname = \"one server\"\n\n[[step]]\nid = \"info\"\n\
                 server = \"analysis\"\ntool = \"file_info\"\narguments = { path = \"$sample\" }\n";
-    let (dir, pack, sample) = run_files(pack);
-    let job = dir.path().join("job");
-    let output = maljan_with_ledger(
-        &[
-            "run",
-            &pack.display().to_string(),
-            &sample.display().to_string(),
-            "--job",
-            &job.display().to_string(),
-            "--",
-            MALJAN,
-            "sidecar",
-        ],
-        &dir.path().join("ledger.jsonl"),
-    );
+    let output = run_pack(pack, &["--", MALJAN, "sidecar"]);
     assert_eq!(
         output.status.code(),
         Some(0),
