@@ -35,24 +35,47 @@ impl Postgres {
             ],
         )?;
         let port = free_loopback_port()?;
-        let options = format!(
-            "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
+        // In the cluster's own configuration, so that a test that stops the server can
+        // start it again with a bare `pg_ctl start`.
+        let settings = format!(
+            "\nport = {port}\nunix_socket_directories = '{}'\nlisten_addresses = '127.0.0.1'\n\
+             fsync = off\nmax_connections = 200\n",
             data.display()
         );
-        as_postgres(
-            &bin.join("pg_ctl"),
-            &[
-                "-D",
-                &data.display().to_string(),
-                "-l",
-                &data.join("server.log").display().to_string(),
-                "-o",
-                &options,
-                "-w",
-                "start",
-            ],
-        )?;
-        Ok(Postgres { bin, data, port })
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(data.join("postgresql.conf"))
+            .and_then(|mut conf| std::io::Write::write_all(&mut conf, settings.as_bytes()))
+            .map_err(|e| format!("could not configure the cluster: {e}"))?;
+        let postgres = Postgres { bin, data, port };
+        postgres.pg_ctl(&["start"])?;
+        Ok(postgres)
+    }
+
+    /// Runs `pg_ctl -D DATA -l LOG -w ARGS` as the `postgres` user.
+    fn pg_ctl(&self, args: &[&str]) -> Result<(), String> {
+        let command = self.pg_ctl_command();
+        let mut words = command.split(' ');
+        let program = words.next().unwrap_or_default();
+        let mut all: Vec<&str> = words.collect();
+        all.extend_from_slice(args);
+        run(Command::new(program).args(all))
+    }
+
+    /// The command line (words split by single spaces; the paths hold none) that runs
+    /// `pg_ctl` on this cluster, for a test that stops and starts the server.
+    pub(crate) fn pg_ctl_command(&self) -> String {
+        let pg_ctl = format!(
+            "{} -D {} -l {} -w",
+            self.bin.join("pg_ctl").display(),
+            self.data.display(),
+            self.data.join("server.log").display()
+        );
+        if on_path("runuser") && is_root() {
+            format!("runuser -u postgres -- {pg_ctl}")
+        } else {
+            pg_ctl
+        }
     }
 
     /// The URL a client connects with: the `postgres` user, trusted on loopback.
@@ -63,17 +86,7 @@ impl Postgres {
 
 impl Drop for Postgres {
     fn drop(&mut self) {
-        let _ = as_postgres(
-            &self.bin.join("pg_ctl"),
-            &[
-                "-D",
-                &self.data.display().to_string(),
-                "-m",
-                "fast",
-                "-w",
-                "stop",
-            ],
-        );
+        let _ = self.pg_ctl(&["-m", "fast", "stop"]);
     }
 }
 

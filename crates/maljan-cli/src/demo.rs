@@ -176,10 +176,8 @@ pub(crate) async fn run(config: Config, options: DemoCommand) -> Result<ExitCode
         job,
         servers,
         settings: config.settings.clone(),
-        ledger,
-        format: options.format,
     }
-    .carry_out(StopSignals::catch()?)
+    .carry_out(ledger, options.format, StopSignals::catch()?)
     .await;
     drop(http);
     code

@@ -33,6 +33,12 @@ pub(crate) enum CliError {
     Demo(String),
     #[error("the output could not be made: {0}")]
     Output(#[source] io::Error),
+    #[error(transparent)]
+    Fleet(#[from] maljan_fleet::FleetError),
+    #[error(
+        "the configuration names no fleet store; add a [store] table (postgres and objects, see the README) and pass it with --config"
+    )]
+    NoStore,
     #[error("the sidecar stopped: {0}")]
     Sidecar(#[source] io::Error),
 }

@@ -28,6 +28,8 @@ pub(crate) const SERVER_UNUSABLE: u8 = 6;
 pub(crate) const UNANSWERED: u8 = 7;
 /// This host failed maljan: its own executable, a signal handler, output it could not make.
 pub(crate) const HOST: u8 = 8;
+/// The fleet's stores (PostgreSQL, the object store) could not be reached or refused.
+pub(crate) const STORE_UNUSABLE: u8 = 9;
 /// Stopped by Ctrl-C or SIGTERM: 128 + SIGINT, as shells report it.
 pub(crate) const INTERRUPTED: u8 = 130;
 
@@ -35,7 +37,7 @@ pub(crate) const INTERRUPTED: u8 = 130;
 pub(crate) const HELP: &str = "Exit status: 0 done; 1 the tool answered with a failure; 2 usage \
 (a wrong argument, an unknown tool, a refused pack); 3 run degraded; 4 run failed; 5 \
 configuration; 6 server unreachable or its set-up failed; 7 unanswered (timed out, connection \
-lost, server busy or resting); 8 a failure of this host; 130 interrupted; 141 the reader of \
+lost, server busy or resting); 8 a failure of this host; 9 the fleet's store unreachable or refusing; 130 interrupted; 141 the reader of \
 the output went away (a broken pipe).";
 
 /// The status of a call's answer that failed with `code`.
@@ -57,7 +59,10 @@ impl CliError {
             CliError::Config { .. }
             | CliError::UnknownServer { .. }
             | CliError::Ledger(_)
-            | CliError::Job { .. } => CONFIGURATION,
+            | CliError::Job { .. }
+            | CliError::NoStore => CONFIGURATION,
+            CliError::Fleet(fleet) if fleet.is_settings() => CONFIGURATION,
+            CliError::Fleet(_) => STORE_UNUSABLE,
             CliError::Client(client) if client.is_refused_tool() => USAGE,
             CliError::Client(client) if client.is_setup_failed() || client.is_unreachable() => {
                 SERVER_UNUSABLE
@@ -107,6 +112,7 @@ mod tests {
             SERVER_UNUSABLE,
             UNANSWERED,
             HOST,
+            STORE_UNUSABLE,
             INTERRUPTED,
         ] {
             assert!(HELP.contains(&format!("{status} ")), "{status}");

@@ -6,6 +6,7 @@ mod config;
 mod demo;
 mod error;
 mod exit_status;
+mod fleet;
 mod jobs;
 mod ledger_file;
 mod parameters;
@@ -62,6 +63,12 @@ impl FormatOption {
 }
 
 #[derive(Debug, Subcommand)]
+enum StoreAction {
+    /// Apply the schema versions this build knows and the database lacks.
+    Migrate,
+}
+
+#[derive(Debug, Subcommand)]
 enum Command {
     /// Connect, set up, and print the server card: tools, unavailable ones with reason and
     /// remediation, stray-line counts. Exits non-zero when the server is unreachable.
@@ -102,11 +109,33 @@ enum Command {
     Demo(demo::DemoCommand),
     /// Print a finished run's report: its Markdown, or its JSON with --format json.
     Report {
-        /// The job's directory.
+        /// The job's directory, or the id of a fleet's run (its report is read from the
+        /// object store of [store]).
         job: PathBuf,
         /// Output format.
         #[arg(long, value_enum, default_value = "text")]
         format: Format,
+    },
+    /// Queue a run of PACK for each SAMPLE on the fleet of [store]: each sample is stored
+    /// once in the object store (by its sha256); `maljan worker` carries the runs out.
+    Submit(fleet::SubmitCommand),
+    /// Take the fleet's runs and carry them out on this host, one after another, until
+    /// Ctrl-C or SIGTERM (which hands the run under way back) or, with --until-empty, until
+    /// none is left.
+    Worker(fleet::WorkerCommand),
+    /// List the fleet's latest runs: state, attempts, sample, verdict or why it failed.
+    Runs {
+        /// How many of the latest runs.
+        #[arg(long, default_value_t = 20)]
+        limit: u32,
+        #[command(flatten)]
+        format: FormatOption,
+    },
+    /// The fleet's store: `maljan store migrate` brings PostgreSQL's schema to this
+    /// build's version (workers do it too when they start).
+    Store {
+        #[command(subcommand)]
+        action: StoreAction,
     },
     /// Print a ledger: the failure summary (each distinct failure once, with its count),
     /// then every call.
@@ -117,6 +146,12 @@ enum Command {
         /// Only the calls of the job in DIR (its summary is then the job's).
         #[arg(long, value_name = "DIR")]
         job: Option<PathBuf>,
+        /// Read the fleet's ledger in PostgreSQL ([store]) instead of a file; its failure
+        /// summary is computed by the database.
+        #[arg(long, conflicts_with_all = ["path", "job"])]
+        fleet: bool,
+        #[command(flatten)]
+        query: fleet::LedgerFilter,
         #[command(flatten)]
         format: FormatOption,
     },
@@ -285,9 +320,29 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Call(options) => call::run(config, options).await,
         Command::Run(options) => run::run(config, options).await,
         Command::Demo(options) => demo::run(config, options).await,
-        Command::Report { job, format } => run::print_report(&job, format),
+        Command::Report { job, format } => {
+            if config.store.is_some() && !job.exists() {
+                fleet::print_report(&config, &job.display().to_string(), format).await
+            } else {
+                run::print_report(&job, format)
+            }
+        }
+        Command::Submit(options) => fleet::submit::run(config, options).await,
+        Command::Worker(options) => fleet::worker::run(config, options).await,
+        Command::Runs { limit, format } => fleet::list_runs(&config, limit, format.get()).await,
+        Command::Store {
+            action: StoreAction::Migrate,
+        } => fleet::migrate(&config).await,
         Command::Jobs(options) => jobs::run(options),
-        Command::Ledger { path, format, job } => {
+        Command::Ledger {
+            fleet: true,
+            query,
+            format,
+            ..
+        } => fleet::print_ledger(&config, &query, format.get()).await,
+        Command::Ledger {
+            path, format, job, ..
+        } => {
             let path = path.unwrap_or_else(ledger_file::default_path);
             let mut file = maljan_ledger::read_json_lines(&path).map_err(CliError::Ledger)?;
             if let Some(job) = job {

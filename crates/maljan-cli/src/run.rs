@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use maljan_client::{
     ClientSettings, ConnectionContext, Job, Ledger, Pack, PackErrors, PackInfo, ReportBuilder, Run,
-    RunEvent, RunVerdict, ServerConfig, distinct_failures,
+    RunEvent, RunReport, RunVerdict, ServerConfig, ServerRecord, StepOutcome, distinct_failures,
 };
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
@@ -139,10 +139,8 @@ pub(crate) async fn run(mut config: Config, options: RunCommand) -> Result<ExitC
         job,
         servers: config.servers(),
         settings: config.settings.clone(),
-        ledger: ledger_path,
-        format: options.format,
     };
-    run.carry_out(stop).await
+    run.carry_out(ledger_path, options.format, stop).await
 }
 
 /// Copies the sample into the job on a thread of its own, until `halt` is set.
@@ -163,65 +161,35 @@ pub(crate) struct PackRun<'a> {
     pub(crate) job: Arc<Job>,
     pub(crate) servers: Vec<ServerConfig>,
     pub(crate) settings: ClientSettings,
-    pub(crate) ledger: PathBuf,
-    pub(crate) format: Format,
+}
+
+/// How a pack run ended: its report, what each step did, and what the run learned of its
+/// servers.
+pub(crate) struct Carried {
+    pub(crate) report: RunReport,
+    pub(crate) outcomes: Vec<StepOutcome>,
+    pub(crate) servers: Vec<ServerRecord>,
 }
 
 impl PackRun<'_> {
     /// Runs the pack until it ends or `stop` comes, shows its outcome, writes its report
     /// into the job's directory and gives the exit code of its verdict.
-    pub(crate) async fn carry_out(self, mut stop: StopSignals) -> Result<ExitCode, CliError> {
-        let PackRun {
-            pack,
-            job,
-            servers,
-            settings,
-            ledger: ledger_path,
-            format,
-        } = self;
-        let mut context = ConnectionContext::default().with_ledger(Arc::new(
+    pub(crate) async fn carry_out(
+        self,
+        ledger_path: PathBuf,
+        format: Format,
+        mut stop: StopSignals,
+    ) -> Result<ExitCode, CliError> {
+        let total = self.pack.steps().len();
+        let context = ConnectionContext::default().with_ledger(Arc::new(
             Ledger::json_lines(&ledger_path).map_err(CliError::Ledger)?,
         ));
-        if let Some(reporter) = progress::terminal_reporter() {
-            context = context.with_progress(reporter);
-        }
-        let terminal = std::io::stderr().is_terminal();
-        let total = pack.steps().len();
-        // The report is folded from what the run tells as it goes: a run that is stopped
-        // reports what was done so far.
-        let report = Arc::new(ReportBuilder::default());
-        let finished = AtomicUsize::new(0);
-        let run = Run::new(job.clone(), servers, settings, context)
-            .recording_to(report.clone())
-            .recording_to(move |event: &RunEvent<'_>| {
-                if let RunEvent::StepFinished(outcome) = event
-                    && terminal
-                {
-                    let count = finished.fetch_add(1, Ordering::Relaxed) + 1;
-                    errln!("[{count}] {}", render::step_line(outcome));
-                }
-            });
-        let executed = {
-            let execution = run.execute(pack);
-            // Ctrl-C or SIGTERM ends the run: the steps' calls are dropped (and cancelled on
-            // their servers), the servers closed, and the report says what was done so far.
-            tokio::select! {
-                biased;
-                () = stop.requested() => None,
-                executed = execution => Some(executed),
-            }
+        let job = self.job.clone();
+        let carried = match self.execute(context, None, &mut stop).await {
+            Ok(carried) => carried,
+            Err(errors) => return Ok(refused(&errors)),
         };
-        let interrupted = executed.is_none();
-        let end = run.finish().await;
-        if let Some(Err(errors)) = executed {
-            return Ok(refused(&errors));
-        }
-        let outcomes = report.steps();
-        let pack_info = PackInfo {
-            origin: pack.origin().to_owned(),
-            name: pack.name().map(str::to_owned),
-        };
-        let report = report.report(pack_info, &job, &end, interrupted);
+        let report = carried.report;
         let written = report.write(job.dir());
         match format {
             Format::Json => print_json(&report),
@@ -229,9 +197,9 @@ impl PackRun<'_> {
                 out!(
                     "{}",
                     render::run_summary(
-                        &outcomes,
-                        &distinct_failures(&outcomes),
-                        &end.servers,
+                        &carried.outcomes,
+                        &distinct_failures(&carried.outcomes),
+                        &carried.servers,
                         total
                     )
                 );
@@ -248,6 +216,68 @@ impl PackRun<'_> {
             ),
         }
         Ok(ExitCode::from(exit_code(report.verdict)))
+    }
+
+    /// Runs the pack, recording to `context` (its ledger), under the run id `id` when one
+    /// is given, until it ends or `stop` comes (then the report says what was done so
+    /// far); the servers are closed when this returns.
+    pub(crate) async fn execute(
+        self,
+        mut context: ConnectionContext,
+        id: Option<&str>,
+        stop: &mut StopSignals,
+    ) -> Result<Carried, PackErrors> {
+        let PackRun {
+            pack,
+            job,
+            servers,
+            settings,
+        } = self;
+        if let Some(reporter) = progress::terminal_reporter() {
+            context = context.with_progress(reporter);
+        }
+        let terminal = std::io::stderr().is_terminal();
+        // The report is folded from what the run tells as it goes: a run that is stopped
+        // reports what was done so far.
+        let report = Arc::new(ReportBuilder::default());
+        let finished = AtomicUsize::new(0);
+        let mut run = Run::new(job.clone(), servers, settings, context)
+            .recording_to(report.clone())
+            .recording_to(move |event: &RunEvent<'_>| {
+                if let RunEvent::StepFinished(outcome) = event
+                    && terminal
+                {
+                    let count = finished.fetch_add(1, Ordering::Relaxed) + 1;
+                    errln!("[{count}] {}", render::step_line(outcome));
+                }
+            });
+        if let Some(id) = id {
+            run = run.with_id(id);
+        }
+        let executed = {
+            let execution = run.execute(pack);
+            // Ctrl-C or SIGTERM ends the run: the steps' calls are dropped (and cancelled on
+            // their servers), the servers closed, and the report says what was done so far.
+            tokio::select! {
+                biased;
+                () = stop.requested() => None,
+                executed = execution => Some(executed),
+            }
+        };
+        let interrupted = executed.is_none();
+        let end = run.finish().await;
+        if let Some(Err(errors)) = executed {
+            return Err(errors);
+        }
+        let pack_info = PackInfo {
+            origin: pack.origin().to_owned(),
+            name: pack.name().map(str::to_owned),
+        };
+        Ok(Carried {
+            report: report.report(pack_info, &job, &end, interrupted),
+            outcomes: report.steps(),
+            servers: end.servers,
+        })
     }
 }
 
@@ -277,7 +307,7 @@ impl StopSignals {
     }
 
     /// The first of them to come.
-    async fn requested(&mut self) {
+    pub(crate) async fn requested(&mut self) {
         if self.came {
             return;
         }
@@ -335,7 +365,7 @@ pub(crate) fn print_report(job: &Path, format: Format) -> Result<ExitCode, CliEr
 }
 
 /// The exit code of a verdict.
-fn exit_code(verdict: RunVerdict) -> u8 {
+pub(crate) fn exit_code(verdict: RunVerdict) -> u8 {
     match verdict {
         RunVerdict::Completed => exit_status::SUCCESS,
         RunVerdict::Degraded => exit_status::RUN_DEGRADED,

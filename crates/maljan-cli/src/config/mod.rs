@@ -2,6 +2,9 @@
 //! ecosystem's `mcpServers` JSON, and one named on the command line after `--`.
 
 mod mcp_servers;
+mod store;
+
+pub(crate) use store::StoreSection;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -63,6 +66,7 @@ struct ConfigFile {
     servers: BTreeMap<String, ServerEntry>,
     #[serde(default)]
     core: CoreSection,
+    store: Option<StoreSection>,
 }
 
 /// `[core.mcp]`, `[core.mcp.breaker]` and `[core.run]`.
@@ -133,6 +137,8 @@ pub(crate) struct Config {
     /// Each server's `staging`, when its entry says.
     staging: BTreeMap<String, Staging>,
     pub(crate) settings: ClientSettings,
+    /// `[store]`, when the file names a fleet's stores.
+    pub(crate) store: Option<StoreSection>,
 }
 
 impl Config {
@@ -240,6 +246,7 @@ impl Config {
             servers,
             staging,
             settings,
+            store: file.store,
         })
     }
 
@@ -258,6 +265,7 @@ impl Config {
             servers: known,
             staging: BTreeMap::new(),
             settings: ClientSettings::default(),
+            store: None,
         })
     }
 

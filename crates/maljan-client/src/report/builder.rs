@@ -131,6 +131,7 @@ impl ReportBuilder {
                 .iter()
                 .map(v1::Degradation::from)
                 .collect(),
+            attempts: None,
         }
     }
 }

@@ -116,6 +116,13 @@ pub(super) fn render(report: &RunReport) -> String {
          <p>RunVerdict: <span class=\"verdict {verdict}\" id=\"verdict\">{verdict}</span></p>",
         escape(&report.run)
     );
+    if let Some(attempts) = report.attempts {
+        let _ = writeln!(
+            out,
+            "<p id=\"attempts\">{}</p>",
+            escape(&wording::attempts(attempts))
+        );
+    }
     if let Some(sample) = &report.sample {
         let _ = writeln!(
             out,

@@ -127,6 +127,9 @@ pub(super) fn render(report: &RunReport) -> String {
     let pack = report.pack.name.as_deref().unwrap_or(&report.pack.origin);
     let _ = writeln!(out, "# Run {} — {}\n", report.run, cell(pack));
     let _ = writeln!(out, "**RunVerdict: {}**\n", report.verdict.as_str());
+    if let Some(attempts) = report.attempts {
+        let _ = writeln!(out, "{}\n", wording::attempts(attempts));
+    }
     if let Some(sample) = &report.sample {
         let _ = writeln!(
             out,

@@ -74,6 +74,10 @@ pub struct RunReport {
     pub disclosures: Vec<v1::Disclosure>,
     /// What was done with less, and why.
     pub degradations: Vec<v1::Degradation>,
+    /// How many times a fleet's workers took the run, this attempt included (a worker
+    /// that died leaves its attempt unfinished); absent for a run carried out here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
 }
 
 /// Where a report was written.
@@ -156,6 +160,7 @@ mod tests {
             steps: vec![step; 600],
             disclosures: Vec::new(),
             degradations: Vec::new(),
+            attempts: None,
         };
         let markdown = report.to_markdown();
         let rows = markdown.lines().filter(|l| l.starts_with("| s |")).count();

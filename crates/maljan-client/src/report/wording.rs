@@ -22,6 +22,16 @@ pub(super) fn rows_left_out(total: usize, what: &str) -> Option<String> {
 }
 
 /// A step's name, with the file it ran for when it runs once per file.
+/// How many times a fleet's workers took the run.
+pub(super) fn attempts(attempts: u32) -> String {
+    match attempts {
+        1 => "Attempts: 1 (taken once by the fleet's workers).".to_owned(),
+        n => format!(
+            "Attempts: {n} (the run was taken {n} times: a worker before this one stopped or was lost mid-run; every call is ledgered with its attempt)."
+        ),
+    }
+}
+
 pub(super) fn step_name(step: &Step) -> String {
     match &step.instance {
         Some(file) => format!("{} ({file})", step.step),

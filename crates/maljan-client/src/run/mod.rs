@@ -121,6 +121,15 @@ impl Run {
         }
     }
 
+    /// The run takes `id` instead of a new one: a run carried out for a queue keeps the
+    /// queue's id, so that its ledger entries and report name it. Give it before the first
+    /// call.
+    pub fn with_id(mut self, id: impl Into<String>) -> Run {
+        self.id = id.into();
+        self.context = self.context.with_run(self.id.clone());
+        self
+    }
+
     /// The run connects its servers with `connector` instead of as their configuration says
     /// ([`Configured`]): a test drives a whole run over the in-memory transport so.
     pub fn connecting_with(mut self, connector: impl Connector + 'static) -> Run {

@@ -1,0 +1,216 @@
+//! The fleet's commands: `maljan store migrate`, `maljan submit`, `maljan worker`, `maljan
+//! runs`, and the fleet's side of `maljan report RUN` and `maljan ledger --fleet`.
+
+pub(crate) mod submit;
+pub(crate) mod worker;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use maljan_fleet::{FleetSettings, LedgerQuery, Objects, Queue};
+
+pub(crate) use submit::SubmitCommand;
+pub(crate) use worker::WorkerCommand;
+
+use crate::config::{Config, StoreSection};
+use crate::error::CliError;
+use crate::stdout::{out, outln};
+use crate::{Format, print_json};
+
+/// The fleet's stores, connected.
+pub(crate) struct Fleet {
+    pub(crate) settings: FleetSettings,
+    pub(crate) queue: Queue,
+    pub(crate) objects: Objects,
+    pub(crate) max_attempts: u32,
+    pub(crate) lease: Duration,
+}
+
+/// `[store]` of the configuration, or why there is none.
+pub(crate) fn store_section(config: &Config) -> Result<&StoreSection, CliError> {
+    config.store.as_ref().ok_or(CliError::NoStore)
+}
+
+impl Fleet {
+    /// Connects to the stores `[store]` names.
+    pub(crate) async fn connect(config: &Config) -> Result<Fleet, CliError> {
+        let section = store_section(config)?;
+        let settings = section.fleet_settings()?;
+        let queue = Queue::connect(&settings.postgres).await?;
+        let objects = Objects::open(&settings.objects)?;
+        Ok(Fleet {
+            settings,
+            queue,
+            objects,
+            max_attempts: section.max_attempts,
+            lease: Duration::from_secs_f64(section.lease_s),
+        })
+    }
+}
+
+/// `maljan store migrate`: brings the schema to this build's version.
+pub(crate) async fn migrate(config: &Config) -> Result<ExitCode, CliError> {
+    let fleet = Fleet::connect(config).await?;
+    let applied = fleet.queue.migrate().await?;
+    if applied.is_empty() {
+        outln!(
+            "the schema at {} is at version {} already",
+            fleet.settings.postgres.url(),
+            maljan_fleet::SCHEMA_VERSION
+        );
+    } else {
+        let versions: Vec<String> = applied.iter().map(i64::to_string).collect();
+        outln!(
+            "applied schema version(s) {} at {}",
+            versions.join(", "),
+            fleet.settings.postgres.url()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `maljan runs`: the fleet's latest runs and the count in each state.
+pub(crate) async fn list_runs(
+    config: &Config,
+    limit: u32,
+    format: Format,
+) -> Result<ExitCode, CliError> {
+    let fleet = Fleet::connect(config).await?;
+    let runs = fleet.queue.recent(limit).await?;
+    let counts = fleet.queue.counts().await?;
+    if format == Format::Json {
+        let runs: Vec<_> = runs
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "run": r.id, "state": r.state.as_str(), "attempts": r.attempts,
+                    "handed_back": r.handed_back, "sample": r.sample_name,
+                    "sha256": r.sample_sha256, "verdict": r.verdict, "why": r.why,
+                    "worker": r.worker,
+                })
+            })
+            .collect();
+        let counts: serde_json::Map<_, _> = counts
+            .iter()
+            .map(|(state, n)| (state.as_str().to_owned(), serde_json::Value::from(*n)))
+            .collect();
+        print_json(&serde_json::json!({"runs": runs, "counts": counts}));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let summary: Vec<String> = counts
+        .iter()
+        .map(|(state, n)| format!("{n} {}", state.as_str()))
+        .collect();
+    outln!(
+        "runs: {}",
+        if summary.is_empty() {
+            "none".to_owned()
+        } else {
+            summary.join(", ")
+        }
+    );
+    for run in &runs {
+        let end = match (&run.verdict, &run.why) {
+            (Some(verdict), _) => verdict.clone(),
+            (None, Some(why)) => format!("({why})"),
+            (None, None) => String::new(),
+        };
+        out!(
+            "{}  {:<9}  attempts {}  {}  {}\n",
+            run.id,
+            run.state.as_str(),
+            run.attempts,
+            run.sample_name,
+            end
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `maljan report RUN` for a run of the fleet: its report from the object store.
+pub(crate) async fn print_report(
+    config: &Config,
+    run: &str,
+    format: Format,
+) -> Result<ExitCode, CliError> {
+    let fleet = Fleet::connect(config).await?;
+    let name = match format {
+        Format::Json => "report.json",
+        Format::Text => "report.md",
+    };
+    let Some(bytes) = fleet.objects.report(run, name).await? else {
+        let state = fleet.queue.status(run).await?;
+        let detail = match state {
+            None => "the fleet has no run of that id; name a run `maljan runs` lists".to_owned(),
+            Some(status) => format!(
+                "the run is {} (no report yet); try again once it is completed",
+                status.state.as_str()
+            ),
+        };
+        return Err(CliError::BadArgument {
+            argument: run.to_owned(),
+            detail,
+        });
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    match format {
+        Format::Json => crate::stdout::write_json(&text),
+        Format::Text => crate::stdout::write_out(&text),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Which of the fleet's calls `maljan ledger --fleet` shows.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct LedgerFilter {
+    /// With --fleet: only the calls of this run.
+    #[arg(long, requires = "fleet")]
+    run: Option<String>,
+    /// With --fleet: only the calls to this server.
+    #[arg(long, requires = "fleet")]
+    server: Option<String>,
+    /// With --fleet: only the calls started within this long before now (`7d`, `12h`).
+    #[arg(long, requires = "fleet", value_parser = humantime::parse_duration)]
+    within: Option<Duration>,
+    /// With --fleet: list at most this many calls (the summary counts every call).
+    #[arg(long, requires = "fleet", default_value_t = 1000)]
+    limit: u32,
+}
+
+/// `maljan ledger --fleet`: the failure summary the database computes, then the calls.
+pub(crate) async fn print_ledger(
+    config: &Config,
+    filter: &LedgerFilter,
+    format: Format,
+) -> Result<ExitCode, CliError> {
+    let fleet = Fleet::connect(config).await?;
+    let query = LedgerQuery {
+        run: filter.run.clone(),
+        server: filter.server.clone(),
+        since: filter
+            .within
+            .and_then(|d| std::time::SystemTime::now().checked_sub(d)),
+        ..LedgerQuery::default()
+    };
+    let pool = fleet.queue.pool();
+    let failures = maljan_fleet::ledger_failures(pool, &query).await?;
+    let (entries, unreadable) = maljan_fleet::ledger_entries(pool, &query, filter.limit).await?;
+    if unreadable > 0 {
+        crate::stdout::errln!(
+            "{unreadable} row(s) of the fleet's ledger are not entries this build reads; they are left out"
+        );
+    }
+    if format == Format::Json {
+        // The summary is the database's, over every call the filter names, not only those
+        // listed.
+        let report = maljan_ledger::LedgerReport {
+            failures,
+            entries: &entries,
+        };
+        print_json(&report);
+    } else {
+        out!("{}", maljan_ledger::render_summary(&failures));
+        out!("{}", maljan_ledger::render_table(&entries));
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,318 @@
+//! `maljan worker`: takes the fleet's runs one after another, carries each out on this host
+//! (its sample fetched from the object store, its calls ledgered in PostgreSQL with the
+//! attempt), stores its report in the object store and records its end. Ctrl-C or SIGTERM
+//! hands the run under way back to the queue undone, and the worker stops.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use backon::{ExponentialBuilder, Retryable};
+use maljan_client::{ConnectionContext, Job, Ledger, Pack, RunVerdict};
+use maljan_fleet::{FleetError, PostgresLedger, TakenRun};
+
+use super::Fleet;
+use crate::config::Config;
+use crate::error::CliError;
+use crate::ledger_file;
+use crate::run::{PackRun, StopSignals};
+use crate::stdout::errln;
+
+/// How often an idle worker asks the queue for a run.
+const IDLE_POLL: Duration = Duration::from_millis(200);
+
+/// The `worker` subcommand's options.
+#[derive(Debug, clap::Args)]
+pub(crate) struct WorkerCommand {
+    /// Stop once no run is queued or under way, instead of waiting for more.
+    #[arg(long)]
+    until_empty: bool,
+    /// This worker's name in the queue's leases (default: HOST-PID).
+    #[arg(long)]
+    name: Option<String>,
+    /// Where the worker keeps the jobs it carries out (default: beside the ledger).
+    #[arg(long, value_name = "DIR")]
+    jobs: Option<PathBuf>,
+    /// Keep each job's directory once its report is stored (default: removed).
+    #[arg(long)]
+    keep_jobs: bool,
+}
+
+/// How one taken run ended for this worker.
+enum Ending {
+    /// Carried out and recorded.
+    Recorded,
+    /// Given back to the queue because the worker is stopping.
+    HandedBack,
+    /// Not carried out: queued again or failed, with why.
+    GaveUp,
+    /// Another worker took it (this one's lease ran out).
+    Lost,
+}
+
+fn default_name() -> String {
+    let host = nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "host".to_owned());
+    format!("{host}-{}", std::process::id())
+}
+
+/// Retries `operation` while the stores answer that they are restarting or out of reach,
+/// backing off up to 5 s between tries, for up to two minutes.
+async fn patiently<T, F, Fut>(what: &str, operation: F) -> Result<T, FleetError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, FleetError>>,
+{
+    operation
+        .retry(
+            ExponentialBuilder::default()
+                .with_min_delay(Duration::from_millis(100))
+                .with_max_delay(Duration::from_secs(5))
+                .with_max_times(usize::MAX)
+                .with_total_delay(Some(Duration::from_secs(120)))
+                .with_jitter(),
+        )
+        .when(FleetError::is_transient)
+        .notify(|e, delay| {
+            tracing::warn!("{what}: {e}; trying again in {} ms", delay.as_millis());
+        })
+        .await
+}
+
+pub(crate) async fn run(config: Config, options: WorkerCommand) -> Result<ExitCode, CliError> {
+    let fleet = Fleet::connect(&config).await?;
+    patiently("migrating the schema", || fleet.queue.migrate()).await?;
+    let ledger = PostgresLedger::start(&fleet.settings.postgres)?;
+    let name = options.name.clone().unwrap_or_else(default_name);
+    let jobs = options
+        .jobs
+        .clone()
+        .unwrap_or_else(|| ledger_file::jobs_dir(&ledger_file::default_path()));
+    let mut stop = StopSignals::catch()?;
+    errln!(
+        "worker {name}: taking runs from {} (jobs in {})",
+        fleet.settings.postgres.url(),
+        jobs.display()
+    );
+    let worker = Worker {
+        fleet: &fleet,
+        ledger: &ledger,
+        config: &config,
+        name: &name,
+        jobs: &jobs,
+        keep_jobs: options.keep_jobs,
+    };
+    let mut recorded = 0u64;
+    loop {
+        let taken = tokio::select! {
+            biased;
+            () = stop.requested() => break,
+            taken = patiently("taking a run", || fleet.queue.take(&name, fleet.lease)) => taken?,
+        };
+        let Some(run) = taken else {
+            if options.until_empty
+                && patiently("counting runs", || fleet.queue.unfinished()).await? == 0
+            {
+                break;
+            }
+            tokio::select! {
+                biased;
+                () = stop.requested() => break,
+                () = tokio::time::sleep(IDLE_POLL) => continue,
+            }
+        };
+        match worker.carry_out(&run, &mut stop).await? {
+            Ending::Recorded => recorded += 1,
+            Ending::HandedBack => break,
+            Ending::GaveUp | Ending::Lost => {}
+        }
+    }
+    errln!("worker {name}: stopped after recording {recorded} run(s)");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What a worker works with.
+struct Worker<'a> {
+    fleet: &'a Fleet,
+    ledger: &'a PostgresLedger,
+    config: &'a Config,
+    name: &'a str,
+    jobs: &'a Path,
+    keep_jobs: bool,
+}
+
+impl Worker<'_> {
+    /// Carries `run` out, keeping its lease, and records how it ended.
+    async fn carry_out(&self, run: &TakenRun, stop: &mut StopSignals) -> Result<Ending, CliError> {
+        let dir = self
+            .jobs
+            .join(format!("fleet-{}-attempt-{}", run.id, run.attempt));
+        let job = match self.prepare(run, &dir).await {
+            Ok(job) => job,
+            Err(why) => return self.give_up(run, &why).await,
+        };
+        let pack = match Pack::parse(&run.pack_text, &run.pack_origin) {
+            Ok(pack) => pack,
+            Err(errors) => return self.give_up(run, &errors.to_string()).await,
+        };
+        let calls = Ledger::new().with_sink(self.ledger.sink_for(&run.id, run.attempt));
+        let context = ConnectionContext::default().with_ledger(Arc::new(calls));
+        let pack_run = PackRun {
+            pack: &pack,
+            job: job.clone(),
+            servers: self.config.servers(),
+            settings: self.config.settings.clone(),
+        };
+        let carried = tokio::select! {
+            carried = pack_run.execute(context, Some(&run.id), stop) => carried,
+            () = self.keep_lease(run) => {
+                errln!(
+                    "{} attempt {}: another worker took the run (this worker's lease ran out); this attempt is dropped",
+                    run.id, run.attempt
+                );
+                return Ok(Ending::Lost);
+            }
+        };
+        let carried = match carried {
+            Ok(carried) => carried,
+            Err(errors) => return self.give_up(run, &errors.to_string()).await,
+        };
+        let mut report = carried.report;
+        if report.verdict == RunVerdict::Interrupted {
+            patiently("handing a run back", || {
+                self.fleet.queue.hand_back(&run.id, self.name)
+            })
+            .await?;
+            errln!(
+                "{} attempt {}: handed back (the worker is stopping)",
+                run.id,
+                run.attempt
+            );
+            return Ok(Ending::HandedBack);
+        }
+        report.attempts = Some(run.attempt);
+        if let Err(why) = self.store_report(&report, &dir).await {
+            return self.give_up(run, &why).await;
+        }
+        let verdict = report.verdict.as_str();
+        let recorded = patiently("recording a run's end", || {
+            self.fleet.queue.complete(&run.id, self.name, verdict)
+        })
+        .await?;
+        if !recorded {
+            errln!(
+                "{} attempt {}: another worker took the run before this attempt ended; its record stands",
+                run.id,
+                run.attempt
+            );
+            return Ok(Ending::Lost);
+        }
+        errln!("{} attempt {}: {verdict}", run.id, run.attempt);
+        if !self.keep_jobs {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        Ok(Ending::Recorded)
+    }
+
+    /// The run's job on this host, with its sample fetched from the object store.
+    async fn prepare(&self, run: &TakenRun, dir: &Path) -> Result<Arc<Job>, String> {
+        // A directory left by an earlier life of a worker of the same name holds nothing
+        // this attempt may use.
+        if dir.exists() {
+            std::fs::remove_dir_all(dir).map_err(|e| {
+                format!("the job directory {} cannot be emptied: {e}", dir.display())
+            })?;
+        }
+        let job = Job::create(dir)
+            .map_err(|e| format!("the job directory {} cannot be made: {e}", dir.display()))?;
+        let incoming = self
+            .jobs
+            .join(format!(".incoming-{}-attempt-{}", run.id, run.attempt));
+        std::fs::create_dir_all(&incoming)
+            .map_err(|e| format!("{} cannot be made: {e}", incoming.display()))?;
+        // The name as submitted, reduced to a file name: it is the sample's name in the job.
+        let name = Path::new(&run.sample_name)
+            .file_name()
+            .map_or_else(|| "sample".into(), |n| n.to_owned());
+        let fetched = incoming.join(name);
+        let outcome = async {
+            patiently("fetching the sample", || {
+                self.fleet
+                    .objects
+                    .fetch_sample(&run.sample_sha256, &fetched)
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+            job.add_sample(&fetched)
+                .map_err(|e| format!("the sample cannot be put into the job: {e}"))
+        }
+        .await;
+        let _ = std::fs::remove_dir_all(&incoming);
+        outcome.map(|_| Arc::new(job))
+    }
+
+    /// Renews the run's lease at a third of its length; returns only when the lease is
+    /// lost (another worker holds the run).
+    async fn keep_lease(&self, run: &TakenRun) {
+        let lease = self.fleet.lease;
+        loop {
+            tokio::time::sleep(lease / 3).await;
+            match self.fleet.queue.renew(&run.id, self.name, lease).await {
+                Ok(true) => {}
+                Ok(false) => return,
+                // Unreached for now: the lease may still be renewed before it runs out.
+                Err(e) => tracing::warn!("the lease of run {} was not renewed: {e}", run.id),
+            }
+        }
+    }
+
+    /// Writes the report into the job and puts it into the object store.
+    async fn store_report(
+        &self,
+        report: &maljan_client::RunReport,
+        dir: &Path,
+    ) -> Result<(), String> {
+        let files = report.write(dir).map_err(|e| {
+            format!(
+                "the report could not be written into {}: {e}",
+                dir.display()
+            )
+        })?;
+        for path in [&files.json, &files.markdown, &files.html] {
+            let bytes = std::fs::read(path)
+                .map_err(|e| format!("{} cannot be read: {e}", path.display()))?;
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let bytes = bytes::Bytes::from(bytes);
+            patiently("storing the report", || {
+                self.fleet
+                    .objects
+                    .put_report(&report.run, &name, bytes.clone())
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// Records that this attempt could not be carried out.
+    async fn give_up(&self, run: &TakenRun, why: &str) -> Result<Ending, CliError> {
+        let state = patiently("recording a failed attempt", || {
+            self.fleet.queue.give_up(&run.id, self.name, why)
+        })
+        .await?;
+        errln!(
+            "{} attempt {}: not carried out ({why}); the run is {}",
+            run.id,
+            run.attempt,
+            state.as_str()
+        );
+        Ok(Ending::GaveUp)
+    }
+}

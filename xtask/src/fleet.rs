@@ -1,0 +1,40 @@
+//! `cargo xtask fleet`: the fleet's tests against the real services they need, started by
+//! this script: a throwaway PostgreSQL cluster and a throwaway Garage node. The tests are
+//! `#[ignore]`d in a plain `cargo test` (they cannot run without the services) and named
+//! here; the services' addresses and the key reach them in `MALJAN_TEST_*` variables.
+
+use crate::cargo;
+use crate::garage::{BUCKET, Garage};
+use crate::postgres::Postgres;
+
+/// Starts both services and runs the fleet crate's and the CLI's fleet tests against them.
+pub(crate) fn run_fleet_tests() -> Result<(), String> {
+    let postgres = Postgres::start()?;
+    let garage = Garage::start()?;
+    let url = postgres.url();
+    let pg_ctl = postgres.pg_ctl_command();
+    let env = [
+        ("MALJAN_TEST_POSTGRES", url.as_str()),
+        ("MALJAN_TEST_PG_CTL", pg_ctl.as_str()),
+        ("MALJAN_TEST_S3_ENDPOINT", garage.endpoint.as_str()),
+        ("MALJAN_TEST_S3_KEY_ID", garage.key_id.as_str()),
+        ("MALJAN_TEST_S3_SECRET", garage.secret.as_str()),
+        ("MALJAN_TEST_S3_BUCKET", BUCKET),
+    ];
+    cargo(
+        &[
+            "test",
+            "-p",
+            "maljan-fleet",
+            "-p",
+            "maljan-cli",
+            "--test",
+            "fleet",
+            "--",
+            "--ignored",
+        ],
+        &env,
+    )?;
+    println!("xtask fleet: the fleet's tests passed against PostgreSQL and Garage");
+    Ok(())
+}
