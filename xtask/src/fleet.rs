@@ -7,8 +7,9 @@ use crate::cargo;
 use crate::garage::{BUCKET, Garage};
 use crate::postgres::Postgres;
 
-/// Starts both services and runs the fleet crate's and the CLI's fleet tests against them.
-pub(crate) fn run_fleet_tests() -> Result<(), String> {
+/// Starts both services and runs the fleet crate's and the CLI's fleet tests against them
+/// (those whose names hold `filter`, when one is given).
+pub(crate) fn run_fleet_tests(filter: Option<&str>) -> Result<(), String> {
     let postgres = Postgres::start()?;
     let garage = Garage::start()?;
     let url = postgres.url();
@@ -21,20 +22,22 @@ pub(crate) fn run_fleet_tests() -> Result<(), String> {
         ("MALJAN_TEST_S3_SECRET", garage.secret.as_str()),
         ("MALJAN_TEST_S3_BUCKET", BUCKET),
     ];
-    cargo(
-        &[
-            "test",
-            "-p",
-            "maljan-fleet",
-            "-p",
-            "maljan-cli",
-            "--test",
-            "fleet",
-            "--",
-            "--ignored",
-        ],
-        &env,
-    )?;
+    let mut args = vec![
+        "test",
+        "-p",
+        "maljan-fleet",
+        "-p",
+        "maljan-cli",
+        "--test",
+        "fleet",
+        "--",
+        "--ignored",
+        // One at a time: a test stops and starts the one PostgreSQL they share.
+        "--test-threads",
+        "1",
+    ];
+    args.extend(filter);
+    cargo(&args, &env)?;
     println!("xtask fleet: the fleet's tests passed against PostgreSQL and Garage");
     Ok(())
 }

@@ -68,7 +68,7 @@ fn main() -> ExitCode {
         Some("screenshot") => browser::screenshot(),
         Some("postgres") => postgres::check(),
         Some("garage") => garage::check(),
-        Some("fleet") => fleet::run_fleet_tests(),
+        Some("fleet") => fleet::run_fleet_tests(args.get(1).map(String::as_str)),
         Some(other) => Err(format!(
             "unknown task {other:?}; the tasks are: ci, fuzz, bench, interop, conformance, graph, picks, package, examples, screenshot, postgres, garage, fleet"
         )),
@@ -156,7 +156,7 @@ fn ci() -> Result<(), String> {
     )?;
     examples::run()?;
     packaging::check()?;
-    fleet::run_fleet_tests()?;
+    fleet::run_fleet_tests(None)?;
     interop::run_interop()?;
     conformance::run_conformance()?;
     browser::run_report_page()?;

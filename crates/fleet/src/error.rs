@@ -74,17 +74,7 @@ impl FleetError {
     /// restarting or shutting down (SQLSTATE classes 08 and 57P).
     pub fn is_transient(&self) -> bool {
         match self {
-            FleetError::Postgres { source, .. } => match source {
-                sqlx::Error::Io(_)
-                | sqlx::Error::PoolTimedOut
-                | sqlx::Error::PoolClosed
-                | sqlx::Error::WorkerCrashed
-                | sqlx::Error::Protocol(_) => true,
-                sqlx::Error::Database(e) => e
-                    .code()
-                    .is_some_and(|code| code.starts_with("08") || code.starts_with("57P")),
-                _ => false,
-            },
+            FleetError::Postgres { source, .. } => sqlx_error_is_transient(source),
             FleetError::Objects { source, .. } => !matches!(
                 source,
                 object_store::Error::NotFound { .. }
@@ -94,5 +84,21 @@ impl FleetError {
             ),
             _ => false,
         }
+    }
+}
+
+/// Whether sqlx's `error` may not happen again: the server was not reached, or it is
+/// restarting or shutting down (SQLSTATE classes 08 and 57P).
+pub(crate) fn sqlx_error_is_transient(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Io(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed
+        | sqlx::Error::Protocol(_) => true,
+        sqlx::Error::Database(e) => e
+            .code()
+            .is_some_and(|code| code.starts_with("08") || code.starts_with("57P")),
+        _ => false,
     }
 }

@@ -12,6 +12,7 @@ use maljan_mcp_proto::maljan::ErrorCode;
 use sqlx::Row;
 use sqlx::postgres::{PgPool, PgPoolOptions};
 
+use crate::error::sqlx_error_is_transient;
 use crate::{FleetError, PostgresSettings};
 
 /// How long an append waits for PostgreSQL to come back before the call is reported
@@ -179,7 +180,7 @@ async fn append_patiently(pool: &PgPool, append: &Append) -> Result<(), sqlx::Er
                 .with_total_delay(Some(APPEND_PATIENCE))
                 .with_jitter(),
         )
-        .when(|e| !matches!(e, sqlx::Error::Encode(_) | sqlx::Error::Database(_)))
+        .when(sqlx_error_is_transient)
         .notify(|e, delay| {
             tracing::warn!(
                 "the ledger could not reach PostgreSQL ({e}); trying again in {} ms",

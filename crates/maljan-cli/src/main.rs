@@ -146,9 +146,9 @@ enum Command {
         /// Only the calls of the job in DIR (its summary is then the job's).
         #[arg(long, value_name = "DIR")]
         job: Option<PathBuf>,
-        /// Read the fleet's ledger in PostgreSQL ([store]) instead of a file; its failure
-        /// summary is computed by the database.
-        #[arg(long, conflicts_with_all = ["path", "job"])]
+        /// Read the fleet's ledger in PostgreSQL ([store]) instead of a file (PATH and
+        /// MALJAN_LEDGER are not read); its failure summary is computed by the database.
+        #[arg(long, conflicts_with = "job")]
         fleet: bool,
         #[command(flatten)]
         query: fleet::LedgerFilter,

@@ -56,6 +56,8 @@ pub(crate) async fn run(config: Config, options: SubmitCommand) -> Result<ExitCo
         return Ok(ExitCode::from(exit_status::USAGE));
     }
     let fleet = Fleet::connect(&config).await?;
+    // A new database gets its schema from its first submission as from its first worker.
+    fleet.queue.migrate().await?;
     let mut queued = Vec::new();
     for sample in &options.samples {
         let stored = fleet.objects.put_sample(sample).await?;
