@@ -32,6 +32,8 @@
 //!   and stops it.
 //! - `fleet`: starts a throwaway PostgreSQL and Garage node and runs the fleet's tests
 //!   (queue, ledger, object store, workers killed and databases restarted) against them.
+//! - `fleet-bench [RUNS]`: the fleet under load (1,000 runs by default) with 1, 2 and 4
+//!   workers against a throwaway PostgreSQL and Garage, beside a local `maljan run`.
 //! - `screenshot`: regenerates the README's screenshot of the report page
 //!   (`docs/demo-report.png`) from a fresh `maljan demo`, in headless Chromium.
 //! - `conformance`: installs the MCP conformance suite (and Node 22 when the system's is
@@ -43,6 +45,7 @@ mod conformance;
 mod crate_graph;
 mod examples;
 mod fleet;
+mod fleet_bench;
 mod fuzz;
 mod garage;
 mod interop;
@@ -68,9 +71,10 @@ fn main() -> ExitCode {
         Some("screenshot") => browser::screenshot(),
         Some("postgres") => postgres::check(),
         Some("garage") => garage::check(),
+        Some("fleet-bench") => fleet_bench::run(args.get(1).map(String::as_str)),
         Some("fleet") => fleet::run_fleet_tests(args.get(1).map(String::as_str)),
         Some(other) => Err(format!(
-            "unknown task {other:?}; the tasks are: ci, fuzz, bench, interop, conformance, graph, picks, package, examples, screenshot, postgres, garage, fleet"
+            "unknown task {other:?}; the tasks are: ci, fuzz, bench, interop, conformance, graph, picks, package, examples, screenshot, postgres, garage, fleet, fleet-bench"
         )),
         None => {
             Err("name a task: cargo xtask ci | fuzz [TARGET] [--time SECONDS] | bench".to_owned())

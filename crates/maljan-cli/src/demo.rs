@@ -15,7 +15,7 @@ use crate::run::{PackRun, StopSignals};
 use crate::{Format, ledger_file};
 
 /// The demo's pack.
-const PACK: &str = include_str!("../packs/demo.toml");
+pub(crate) const PACK: &str = include_str!("../packs/demo.toml");
 
 /// The `demo` subcommand's options.
 #[derive(Debug, clap::Args)]
@@ -29,13 +29,33 @@ pub(crate) struct DemoCommand {
     /// The JSON Lines file the calls are recorded in (default as for `maljan call`).
     #[arg(long, env = "MALJAN_LEDGER", value_name = "PATH")]
     ledger: Option<PathBuf>,
+    /// Run the demo pack over a batch of generated samples through the fleet's stores
+    /// ([store] of --config) with workers on this host, instead of once here.
+    #[arg(long, conflicts_with = "job")]
+    fleet: bool,
+    /// With --fleet: the samples generated, one run each.
+    #[arg(long, requires = "fleet", default_value_t = 12)]
+    samples: u32,
+    /// With --fleet: the workers started.
+    #[arg(long, requires = "fleet", default_value_t = 3)]
+    workers: u32,
+}
+
+impl DemoCommand {
+    /// The fleet's demo, when asked for.
+    pub(crate) fn fleet(&self) -> Option<crate::fleet::demo::FleetDemo> {
+        self.fleet.then_some(crate::fleet::demo::FleetDemo {
+            samples: self.samples,
+            workers: self.workers.max(1),
+        })
+    }
 }
 
 /// The bundled sidecar served over HTTP by a child `maljan sidecar --http`, stopped when
 /// dropped.
-struct HttpSidecar {
+pub(crate) struct HttpSidecar {
     child: Child,
-    url: String,
+    pub(crate) url: String,
 }
 
 /// How long the HTTP sidecar is given to remove its sessions' job directories once asked
@@ -66,7 +86,7 @@ fn demo_error(detail: String) -> CliError {
 }
 
 /// Starts `maljan sidecar --http 127.0.0.1:0` and reads the endpoint it announces.
-fn serve_http_sidecar() -> Result<HttpSidecar, CliError> {
+pub(crate) fn serve_http_sidecar() -> Result<HttpSidecar, CliError> {
     let exe = std::env::current_exe().map_err(CliError::OwnExecutable)?;
     let mut child = Command::new(exe)
         .args(["sidecar", "--http", "127.0.0.1:0"])
@@ -97,15 +117,19 @@ fn serve_http_sidecar() -> Result<HttpSidecar, CliError> {
     Ok(sidecar)
 }
 
-/// A ZIP archive: a script, a UTF-16 text, and a nested archive holding a text.
-fn sample_archive() -> Result<Vec<u8>, CliError> {
+/// A ZIP archive: a script, a UTF-16 text, and a nested archive holding a text; `variant`
+/// numbers the text, so that the archives of a batch differ.
+pub(crate) fn sample_archive(variant: u32) -> Result<Vec<u8>, CliError> {
     let zip_error = |e: zip::result::ZipError| demo_error(format!("the demo sample: {e}"));
     let io_error = |e: std::io::Error| demo_error(format!("the demo sample: {e}"));
     let options = zip::write::SimpleFileOptions::default();
     let mut inner = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
     inner.start_file("readme.txt", options).map_err(zip_error)?;
     inner
-        .write_all(b"fetch the next stage from http://update.example.test/stage2\n")
+        .write_all(
+            format!("fetch the next stage from http://update.example.test/stage{variant}\n")
+                .as_bytes(),
+        )
         .map_err(io_error)?;
     let inner = inner.finish().map_err(zip_error)?.into_inner();
     let mut notes = vec![0xFF, 0xFE];
@@ -145,7 +169,7 @@ fn add_sample(job: &Job, dir: &Path) -> Result<(), CliError> {
         source: e,
     })?;
     let source = staging.join("sample.zip");
-    std::fs::write(&source, sample_archive()?).map_err(|e| CliError::Job {
+    std::fs::write(&source, sample_archive(2)?).map_err(|e| CliError::Job {
         path: source.clone(),
         source: e,
     })?;

@@ -261,6 +261,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
         }
         _ => {}
     }
+    let config_path = cli.config.clone();
     let mut config = Config::load(cli.config.as_deref())?;
     match cli.command {
         Command::Probe {
@@ -319,7 +320,10 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
         }
         Command::Call(options) => call::run(config, options).await,
         Command::Run(options) => run::run(config, options).await,
-        Command::Demo(options) => demo::run(config, options).await,
+        Command::Demo(options) => match options.fleet() {
+            Some(fleet_demo) => fleet::demo::run(&config, config_path.as_deref(), fleet_demo).await,
+            None => demo::run(config, options).await,
+        },
         Command::Report { job, format } => {
             if config.store.is_some() && !job.exists() {
                 fleet::print_report(&config, &job.display().to_string(), format).await

@@ -373,3 +373,40 @@ fn a_batch_goes_on_when_postgresql_restarts_mid_run_and_nothing_is_lost() {
         "{seen}"
     );
 }
+
+#[test]
+#[ignore = "needs PostgreSQL and Garage: cargo xtask fleet starts both"]
+fn the_fleet_demo_carries_the_demo_pack_over_a_batch_with_three_workers() {
+    let fleet = Fleet::new(30);
+    let output = fleet.maljan(&["demo", "--fleet", "--samples", "6"]);
+    assert!(output.status.success(), "{}", text(&output));
+    let shown = stdout(&output);
+    assert_eq!(
+        shown
+            .lines()
+            .filter(|l| l.contains("  completed  "))
+            .count(),
+        6,
+        "{shown}"
+    );
+    assert!(shown.contains("reports: in s3://"), "{shown}");
+    assert_eq!(
+        fleet.query("SELECT count(*) FROM maljan_runs WHERE state = 'completed' AND attempts = 1"),
+        "6"
+    );
+    // Every run made the same calls, each ledgered once: the demo pack's steps over
+    // archives of the same shape.
+    assert_eq!(
+        fleet
+            .query(
+                "SELECT count(DISTINCT n) || ':' || min(n) FROM \
+             (SELECT count(*) AS n FROM maljan_ledger GROUP BY fleet_run) AS per_run"
+            )
+            .split(':')
+            .next(),
+        Some("1")
+    );
+    let run = shown.split_whitespace().next().expect("a run id");
+    let report = stdout(&fleet.maljan(&["report", run]));
+    assert!(report.contains("an archive across two servers"), "{report}");
+}

@@ -1,6 +1,7 @@
 //! The fleet's commands: `maljan store migrate`, `maljan submit`, `maljan worker`, `maljan
 //! runs`, and the fleet's side of `maljan report RUN` and `maljan ledger --fleet`.
 
+pub(crate) mod demo;
 pub(crate) mod submit;
 pub(crate) mod worker;
 

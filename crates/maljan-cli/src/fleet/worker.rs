@@ -7,7 +7,7 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use backon::{ExponentialBuilder, Retryable};
 use maljan_client::{ConnectionContext, Job, Ledger, Pack, RunVerdict};
@@ -38,6 +38,31 @@ pub(crate) struct WorkerCommand {
     /// Keep each job's directory once its report is stored (default: removed).
     #[arg(long)]
     keep_jobs: bool,
+}
+
+/// The time this worker spent on the fleet's own work, summed over the runs it recorded:
+/// what carrying a run out in the fleet costs beyond carrying it out here.
+#[derive(Default)]
+struct FleetTime {
+    runs: u32,
+    take: Duration,
+    fetch: Duration,
+    store: Duration,
+    record: Duration,
+}
+
+impl FleetTime {
+    fn per_run(&self) -> String {
+        let each = |d: Duration| d.as_secs_f64() * 1000.0 / f64::from(self.runs.max(1));
+        format!(
+            "the fleet's own time per run: {:.2} ms (take {:.2}, fetch the sample {:.2}, store the report {:.2}, record {:.2})",
+            each(self.take + self.fetch + self.store + self.record),
+            each(self.take),
+            each(self.fetch),
+            each(self.store),
+            each(self.record)
+        )
+    }
 }
 
 /// How one taken run ended for this worker.
@@ -106,8 +131,9 @@ pub(crate) async fn run(config: Config, options: WorkerCommand) -> Result<ExitCo
         jobs: &jobs,
         keep_jobs: options.keep_jobs,
     };
-    let mut recorded = 0u64;
+    let mut time = FleetTime::default();
     loop {
+        let asked = Instant::now();
         let taken = tokio::select! {
             biased;
             () = stop.requested() => break,
@@ -125,13 +151,18 @@ pub(crate) async fn run(config: Config, options: WorkerCommand) -> Result<ExitCo
                 () = tokio::time::sleep(IDLE_POLL) => continue,
             }
         };
-        match worker.carry_out(&run, &mut stop).await? {
-            Ending::Recorded => recorded += 1,
+        time.take += asked.elapsed();
+        match worker.carry_out(&run, &mut stop, &mut time).await? {
+            Ending::Recorded => time.runs += 1,
             Ending::HandedBack => break,
             Ending::GaveUp | Ending::Lost => {}
         }
     }
-    errln!("worker {name}: stopped after recording {recorded} run(s)");
+    errln!(
+        "worker {name}: stopped after recording {} run(s); {}",
+        time.runs,
+        time.per_run()
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -147,11 +178,19 @@ struct Worker<'a> {
 
 impl Worker<'_> {
     /// Carries `run` out, keeping its lease, and records how it ended.
-    async fn carry_out(&self, run: &TakenRun, stop: &mut StopSignals) -> Result<Ending, CliError> {
+    async fn carry_out(
+        &self,
+        run: &TakenRun,
+        stop: &mut StopSignals,
+        time: &mut FleetTime,
+    ) -> Result<Ending, CliError> {
         let dir = self
             .jobs
             .join(format!("fleet-{}-attempt-{}", run.id, run.attempt));
-        let job = match self.prepare(run, &dir).await {
+        let started = Instant::now();
+        let prepared = self.prepare(run, &dir).await;
+        time.fetch += started.elapsed();
+        let job = match prepared {
             Ok(job) => job,
             Err(why) => return self.give_up(run, &why).await,
         };
@@ -195,14 +234,19 @@ impl Worker<'_> {
             return Ok(Ending::HandedBack);
         }
         report.attempts = Some(run.attempt);
-        if let Err(why) = self.store_report(&report, &dir).await {
+        let started = Instant::now();
+        let stored = self.store_report(&report, &dir).await;
+        time.store += started.elapsed();
+        if let Err(why) = stored {
             return self.give_up(run, &why).await;
         }
         let verdict = report.verdict.as_str();
+        let started = Instant::now();
         let recorded = patiently("recording a run's end", || {
             self.fleet.queue.complete(&run.id, self.name, verdict)
         })
         .await?;
+        time.record += started.elapsed();
         if !recorded {
             errln!(
                 "{} attempt {}: another worker took the run before this attempt ended; its record stands",
