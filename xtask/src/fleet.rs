@@ -14,12 +14,17 @@ pub(crate) fn run_fleet_tests(filter: Option<&str>) -> Result<(), String> {
     let garage = Garage::start()?;
     let url = postgres.url();
     let pg_ctl = postgres.pg_ctl_command();
+    // In a file, not the environment: the commands this script runs are printed.
+    let secret_file = crate::empty_service_dir("fleet-secrets")?.join("s3-secret");
+    std::fs::write(&secret_file, &garage.secret)
+        .map_err(|e| format!("could not write the key's secret: {e}"))?;
+    let secret_file = secret_file.display().to_string();
     let env = [
         ("MALJAN_TEST_POSTGRES", url.as_str()),
         ("MALJAN_TEST_PG_CTL", pg_ctl.as_str()),
         ("MALJAN_TEST_S3_ENDPOINT", garage.endpoint.as_str()),
         ("MALJAN_TEST_S3_KEY_ID", garage.key_id.as_str()),
-        ("MALJAN_TEST_S3_SECRET", garage.secret.as_str()),
+        ("MALJAN_TEST_S3_SECRET_FILE", secret_file.as_str()),
         ("MALJAN_TEST_S3_BUCKET", BUCKET),
     ];
     let mut args = vec![

@@ -111,7 +111,7 @@ pub struct RunStatus {
 /// queue.migrate().await?;
 /// if let Some(run) = queue.take("worker-1", Duration::from_secs(30)).await? {
 ///     // ... carry the run out, renewing the lease ...
-///     queue.complete(&run.id, "worker-1", "completed").await?;
+///     queue.complete(&run.id, "worker-1", "completed", None).await?;
 /// }
 /// # Ok(()) }
 /// ```
@@ -254,22 +254,26 @@ impl Queue {
         Ok(renewed.rows_affected() == 1)
     }
 
-    /// Records that `worker` carried `run` out to its end with `verdict`; false when the
-    /// worker no longer held it (then another attempt's record stands).
+    /// Records that `worker` carried `run` out to its end with `verdict`, its report in the
+    /// object store unless `report_missing` says why not and where it is instead; false
+    /// when the worker no longer held the run (then another attempt's record stands).
     pub async fn complete(
         &self,
         run: &str,
         worker: &str,
         verdict: &str,
+        report_missing: Option<&str>,
     ) -> Result<bool, FleetError> {
         let done = sqlx::query(
             "UPDATE maljan_runs SET state = 'completed', verdict = $3, finished_at = now(), \
-             lease_until = NULL, report_prefix = 'reports/' || id \
+             lease_until = NULL, why = $4, \
+             report_prefix = CASE WHEN $4::text IS NULL THEN 'reports/' || id END \
              WHERE id = $1 AND lease_owner = $2 AND state = 'running'",
         )
         .bind(run)
         .bind(worker)
         .bind(verdict)
+        .bind(report_missing)
         .execute(&self.pool)
         .await
         .map_err(postgres("recording a run's end"))?;

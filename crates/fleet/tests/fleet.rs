@@ -107,14 +107,14 @@ async fn two_workers_never_take_the_same_run_and_a_lost_lease_is_taken_again() {
     );
     assert!(
         !queue
-            .complete(&one.id, "w1", "completed")
+            .complete(&one.id, "w1", "completed", None)
             .await
             .expect("late"),
         "w1's end is not recorded"
     );
     assert!(
         queue
-            .complete(&one.id, "w3", "completed")
+            .complete(&one.id, "w3", "completed", None)
             .await
             .expect("end")
     );
@@ -260,7 +260,10 @@ fn garage() -> Objects {
     .with_region("garage")
     .with_credentials(
         variable("MALJAN_TEST_S3_KEY_ID"),
-        Secret::new(variable("MALJAN_TEST_S3_SECRET")),
+        Secret::from_file(std::path::Path::new(&variable(
+            "MALJAN_TEST_S3_SECRET_FILE",
+        )))
+        .expect("the key's secret"),
     );
     Objects::open(&settings).expect("the store")
 }

@@ -39,11 +39,12 @@ impl Fleet {
         let text = format!(
             "[store]\npostgres = \"{database}\"\nobjects = \"s3://{}/{name}\"\n\
              endpoint = \"{}\"\nregion = \"garage\"\naccess_key_id = \"{}\"\n\
-             secret_access_key_env = \"MALJAN_TEST_S3_SECRET\"\nlease_s = {lease_s}\n\
+             secret_access_key_file = \"{}\"\nlease_s = {lease_s}\n\
              max_attempts = 3\n\n[servers.gate]\ncommand = \"python3\"\nargs = [\"{}\"]\n",
             variable("MALJAN_TEST_S3_BUCKET"),
             variable("MALJAN_TEST_S3_ENDPOINT"),
             variable("MALJAN_TEST_S3_KEY_ID"),
+            variable("MALJAN_TEST_S3_SECRET_FILE"),
             dir.path().join("gate.py").display(),
         );
         std::fs::write(&config, text).expect("config");
@@ -409,4 +410,112 @@ fn the_fleet_demo_carries_the_demo_pack_over_a_batch_with_three_workers() {
     let run = shown.split_whitespace().next().expect("a run id");
     let report = stdout(&fleet.maljan(&["report", run]));
     assert!(report.contains("an archive across two servers"), "{report}");
+}
+
+/// A TCP relay to the object store that a test can cut: every connection through it is
+/// shut and new ones are refused, as when the store stops.
+struct Relay {
+    address: std::net::SocketAddr,
+    open: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    connections: std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl Relay {
+    fn to(endpoint: &str) -> Relay {
+        let target = endpoint.trim_start_matches("http://").to_owned();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("relay");
+        let address = listener.local_addr().expect("address");
+        let open = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let connections = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (still_open, kept) = (open.clone(), connections.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                if !still_open.load(Ordering::SeqCst) {
+                    // The listener goes with this thread: later connections are refused.
+                    return;
+                }
+                let Ok(client) = client else { continue };
+                let Ok(server) = std::net::TcpStream::connect(&target) else {
+                    continue;
+                };
+                let mut kept = kept.lock().expect("lock");
+                for stream in [&client, &server] {
+                    kept.push(stream.try_clone().expect("clone"));
+                }
+                for (mut from, mut to) in [
+                    (
+                        client.try_clone().expect("clone"),
+                        server.try_clone().expect("clone"),
+                    ),
+                    (server, client),
+                ] {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Write);
+                    });
+                }
+            }
+        });
+        Relay {
+            address,
+            open,
+            connections,
+        }
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://{}", self.address)
+    }
+
+    /// Cuts every connection and refuses new ones.
+    fn cut(&self) {
+        self.open.store(false, Ordering::SeqCst);
+        // Wakes the accepting thread, which then ends and closes the listener.
+        let _ = std::net::TcpStream::connect(self.address);
+        for stream in self.connections.lock().expect("lock").drain(..) {
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs PostgreSQL and Garage: cargo xtask fleet starts both"]
+fn a_run_goes_on_when_the_object_store_stops_and_says_where_its_report_is() {
+    let fleet = Fleet::new(30);
+    let relay = Relay::to(&variable("MALJAN_TEST_S3_ENDPOINT"));
+    let config = std::fs::read_to_string(&fleet.config)
+        .expect("config")
+        .replace(
+            &format!("endpoint = \"{}\"", variable("MALJAN_TEST_S3_ENDPOINT")),
+            &format!("endpoint = \"{}\"\npatience_s = 1", relay.endpoint()),
+        );
+    std::fs::write(&fleet.config, config).expect("config through the relay");
+    let runs = fleet.submit(GATED_PACK, 1);
+    let worker = fleet.worker("w1", &["--until-empty"]);
+    wait_for_file(&fleet.path("entered"));
+    relay.cut();
+    std::fs::write(fleet.path("open"), "").expect("open the gate");
+    let (ok, err) = finish(worker);
+    assert!(ok, "{err}");
+    assert_eq!(
+        fleet.query("SELECT state || ':' || verdict FROM maljan_runs"),
+        "completed:completed",
+        "{err}"
+    );
+    assert_eq!(fleet.query("SELECT count(*) FROM maljan_ledger"), "2");
+    let report = fleet.maljan(&["report", &runs[0]]);
+    assert_eq!(report.status.code(), Some(2), "{}", text(&report));
+    let said = text(&report);
+    assert!(
+        said.contains("the report is not in the object store"),
+        "{said}"
+    );
+    let kept = fleet.path("jobs-w1");
+    assert!(said.contains(&kept.display().to_string()), "{said}");
+    let dir = std::fs::read_dir(&kept)
+        .expect("jobs")
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().starts_with("fleet-"))
+        .expect("the job is kept");
+    assert!(dir.path().join("report.html").is_file());
 }

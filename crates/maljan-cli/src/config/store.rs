@@ -19,6 +19,7 @@ use serde::Deserialize;
 /// secret_access_key_env = "MALJAN_S3_SECRET"       # or secret_access_key_file
 /// max_attempts = 3                                 # takes of a run before it is failed
 /// lease_s = 30                                     # a worker's lease, renewed at a third of it
+/// patience_s = 120                                 # how long a store out of reach is waited for
 /// ```
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -36,6 +37,12 @@ pub(crate) struct StoreSection {
     pub(crate) max_attempts: u32,
     #[serde(default = "default_lease_s")]
     pub(crate) lease_s: f64,
+    #[serde(default = "default_patience_s")]
+    pub(crate) patience_s: f64,
+}
+
+fn default_patience_s() -> f64 {
+    120.0
 }
 
 fn default_max_attempts() -> u32 {
@@ -104,6 +111,15 @@ impl StoreSection {
                     self.lease_s
                 ),
                 remedy: "write a lease of a few seconds or more, such as 30".to_owned(),
+            });
+        }
+        if !(self.patience_s.is_finite() && self.patience_s >= 0.0) {
+            return Err(FleetError::Settings {
+                detail: format!(
+                    "patience_s = {} is not a number of seconds",
+                    self.patience_s
+                ),
+                remedy: "write how long a store out of reach is waited for, such as 120".to_owned(),
             });
         }
         Ok(FleetSettings { postgres, objects })

@@ -25,6 +25,8 @@ pub(crate) struct Fleet {
     pub(crate) objects: Objects,
     pub(crate) max_attempts: u32,
     pub(crate) lease: Duration,
+    /// How long a store out of reach is waited for before an operation gives up.
+    pub(crate) patience: Duration,
 }
 
 /// `[store]` of the configuration, or why there is none.
@@ -45,6 +47,7 @@ impl Fleet {
             objects,
             max_attempts: section.max_attempts,
             lease: Duration::from_secs_f64(section.lease_s),
+            patience: Duration::from_secs_f64(section.patience_s),
         })
     }
 }
@@ -139,19 +142,28 @@ pub(crate) async fn print_report(
         Format::Json => "report.json",
         Format::Text => "report.md",
     };
-    let Some(bytes) = fleet.objects.report(run, name).await? else {
-        let state = fleet.queue.status(run).await?;
-        let detail = match state {
-            None => "the fleet has no run of that id; name a run `maljan runs` lists".to_owned(),
-            Some(status) => format!(
+    let status = fleet.queue.status(run).await?;
+    let not_shown = |detail: String| CliError::BadArgument {
+        argument: run.to_owned(),
+        detail,
+    };
+    let status = status.ok_or_else(|| {
+        not_shown("the fleet has no run of that id; name a run `maljan runs` lists".to_owned())
+    })?;
+    match (status.state, status.why) {
+        (maljan_fleet::RunState::Completed, Some(why)) => return Err(not_shown(why)),
+        (maljan_fleet::RunState::Completed, None) => {}
+        (state, _) => {
+            return Err(not_shown(format!(
                 "the run is {} (no report yet); try again once it is completed",
-                status.state.as_str()
-            ),
-        };
-        return Err(CliError::BadArgument {
-            argument: run.to_owned(),
-            detail,
-        });
+                state.as_str()
+            )));
+        }
+    }
+    let Some(bytes) = fleet.objects.report(run, name).await? else {
+        return Err(not_shown(
+            "the object store holds no report for the run (was it removed?)".to_owned(),
+        ));
     };
     let text = String::from_utf8_lossy(&bytes);
     match format {

@@ -86,8 +86,8 @@ fn default_name() -> String {
 }
 
 /// Retries `operation` while the stores answer that they are restarting or out of reach,
-/// backing off up to 5 s between tries, for up to two minutes.
-async fn patiently<T, F, Fut>(what: &str, operation: F) -> Result<T, FleetError>
+/// backing off up to 5 s between tries, for up to `patience` (`patience_s` of [store]).
+async fn patiently<T, F, Fut>(what: &str, patience: Duration, operation: F) -> Result<T, FleetError>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, FleetError>>,
@@ -98,7 +98,7 @@ where
                 .with_min_delay(Duration::from_millis(100))
                 .with_max_delay(Duration::from_secs(5))
                 .with_max_times(usize::MAX)
-                .with_total_delay(Some(Duration::from_secs(120)))
+                .with_total_delay(Some(patience))
                 .with_jitter(),
         )
         .when(FleetError::is_transient)
@@ -110,7 +110,10 @@ where
 
 pub(crate) async fn run(config: Config, options: WorkerCommand) -> Result<ExitCode, CliError> {
     let fleet = Fleet::connect(&config).await?;
-    patiently("migrating the schema", || fleet.queue.migrate()).await?;
+    patiently("migrating the schema", fleet.patience, || {
+        fleet.queue.migrate()
+    })
+    .await?;
     let ledger = PostgresLedger::start(&fleet.settings.postgres)?;
     let name = options.name.clone().unwrap_or_else(default_name);
     let jobs = options
@@ -137,11 +140,12 @@ pub(crate) async fn run(config: Config, options: WorkerCommand) -> Result<ExitCo
         let taken = tokio::select! {
             biased;
             () = stop.requested() => break,
-            taken = patiently("taking a run", || fleet.queue.take(&name, fleet.lease)) => taken?,
+            taken = patiently("taking a run", fleet.patience, || fleet.queue.take(&name, fleet.lease)) => taken?,
         };
         let Some(run) = taken else {
             if options.until_empty
-                && patiently("counting runs", || fleet.queue.unfinished()).await? == 0
+                && patiently("counting runs", fleet.patience, || fleet.queue.unfinished()).await?
+                    == 0
             {
                 break;
             }
@@ -222,7 +226,7 @@ impl Worker<'_> {
         };
         let mut report = carried.report;
         if report.verdict == RunVerdict::Interrupted {
-            patiently("handing a run back", || {
+            patiently("handing a run back", self.fleet.patience, || {
                 self.fleet.queue.hand_back(&run.id, self.name)
             })
             .await?;
@@ -235,15 +239,22 @@ impl Worker<'_> {
         }
         report.attempts = Some(run.attempt);
         let started = Instant::now();
-        let stored = self.store_report(&report, &dir).await;
+        // The run is done whether or not its report reaches the object store: one that does
+        // not stays in the job's directory on this host, and the queue says where.
+        let missing = self.store_report(&report, &dir).await.err().map(|why| {
+            format!(
+                "the report is not in the object store ({why}); it is in {} on {}",
+                dir.display(),
+                self.name
+            )
+        });
         time.store += started.elapsed();
-        if let Err(why) = stored {
-            return self.give_up(run, &why).await;
-        }
         let verdict = report.verdict.as_str();
         let started = Instant::now();
-        let recorded = patiently("recording a run's end", || {
-            self.fleet.queue.complete(&run.id, self.name, verdict)
+        let recorded = patiently("recording a run's end", self.fleet.patience, || {
+            self.fleet
+                .queue
+                .complete(&run.id, self.name, verdict, missing.as_deref())
         })
         .await?;
         time.record += started.elapsed();
@@ -256,7 +267,9 @@ impl Worker<'_> {
             return Ok(Ending::Lost);
         }
         errln!("{} attempt {}: {verdict}", run.id, run.attempt);
-        if !self.keep_jobs {
+        if let Some(missing) = &missing {
+            errln!("{} attempt {}: {missing}", run.id, run.attempt);
+        } else if !self.keep_jobs {
             let _ = std::fs::remove_dir_all(&dir);
         }
         Ok(Ending::Recorded)
@@ -284,7 +297,7 @@ impl Worker<'_> {
             .map_or_else(|| "sample".into(), |n| n.to_owned());
         let fetched = incoming.join(name);
         let outcome = async {
-            patiently("fetching the sample", || {
+            patiently("fetching the sample", self.fleet.patience, || {
                 self.fleet
                     .objects
                     .fetch_sample(&run.sample_sha256, &fetched)
@@ -334,7 +347,7 @@ impl Worker<'_> {
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
             let bytes = bytes::Bytes::from(bytes);
-            patiently("storing the report", || {
+            patiently("storing the report", self.fleet.patience, || {
                 self.fleet
                     .objects
                     .put_report(&report.run, &name, bytes.clone())
@@ -347,7 +360,7 @@ impl Worker<'_> {
 
     /// Records that this attempt could not be carried out.
     async fn give_up(&self, run: &TakenRun, why: &str) -> Result<Ending, CliError> {
-        let state = patiently("recording a failed attempt", || {
+        let state = patiently("recording a failed attempt", self.fleet.patience, || {
             self.fleet.queue.give_up(&run.id, self.name, why)
         })
         .await?;
