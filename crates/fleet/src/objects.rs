@@ -343,6 +343,21 @@ mod tests {
         assert!(!copy.exists());
     }
 
+    proptest::proptest! {
+        /// Whatever a caller names a run or a report file, the key stays one level under
+        /// the run's reports: no segment climbs out, none is empty.
+        #[test]
+        fn a_report_key_never_leaves_its_run(run in "\\PC{0,40}", name in "\\PC{0,20}") {
+            if let Ok(key) = report_key(&run, &name) {
+                let parts: Vec<_> = key.parts().map(|p| p.as_ref().to_owned()).collect();
+                proptest::prop_assert_eq!(parts.len(), 3);
+                proptest::prop_assert_eq!(parts[0].as_str(), "reports");
+                proptest::prop_assert!(parts.iter().all(|p| !p.is_empty() && p != ".." && p != "."));
+                proptest::prop_assert!(!parts[1].contains('/') && !parts[2].contains('/'));
+            }
+        }
+    }
+
     #[tokio::test]
     async fn a_name_that_is_not_a_digest_reaches_no_key() {
         let dir = tempfile::tempdir().unwrap();

@@ -1292,3 +1292,34 @@ fn a_run_over_a_server_named_after_double_dash_gives_it_the_packs_server_name() 
         stdout(&output)
     );
 }
+
+#[test]
+fn the_fleets_commands_need_a_store_and_a_password_never_shows() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let pack = dir.path().join("pack.toml");
+    std::fs::write(
+        &pack,
+        "[[step]]\nid = \"i\"\nserver = \"sidecar\"\ntool = \"file_info\"\narguments = { path = \"$sample\" }\n",
+    )
+    .expect("pack");
+    let pack = pack.display().to_string();
+    let output = maljan(&["submit", &pack, &pack]);
+    assert_eq!(output.status.code(), Some(5), "{}", stderr(&output));
+    assert!(stderr(&output).contains("[store]"), "{}", stderr(&output));
+    let config = dir.path().join("maljan.toml");
+    std::fs::write(
+        &config,
+        "[store]\npostgres = \"postgres://maljan:hunter2@127.0.0.1:1/maljan\"\nobjects = \"file:///tmp/x\"\n",
+    )
+    .expect("config");
+    let config = config.display().to_string();
+    for args in [&["runs"][..], &["worker", "--until-empty"][..]] {
+        let mut all = vec!["--config", config.as_str()];
+        all.extend_from_slice(args);
+        let output = maljan(&all);
+        let said = format!("{}{}", stdout(&output), stderr(&output));
+        assert_eq!(output.status.code(), Some(5), "{said}");
+        assert!(said.contains("postgres_password_env"), "{said}");
+        assert!(!said.contains("hunter2"), "{said}");
+    }
+}
