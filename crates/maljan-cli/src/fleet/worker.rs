@@ -339,7 +339,8 @@ impl Worker<'_> {
                 dir.display()
             )
         })?;
-        for path in [&files.json, &files.markdown, &files.html] {
+        // The three files go at once: each is a request of its own to the store.
+        let puts = [&files.json, &files.markdown, &files.html].map(|path| async move {
             let bytes = std::fs::read(path)
                 .map_err(|e| format!("{} cannot be read: {e}", path.display()))?;
             let name = path
@@ -353,8 +354,9 @@ impl Worker<'_> {
                     .put_report(&report.run, &name, bytes.clone())
             })
             .await
-            .map_err(|e| e.to_string())?;
-        }
+            .map_err(|e| e.to_string())
+        });
+        futures::future::try_join_all(puts).await?;
         Ok(())
     }
 
