@@ -253,6 +253,14 @@ fn a_batch_is_carried_out_by_a_worker_and_its_reports_and_ledger_are_read_from_t
     let ledger: serde_json::Value = serde_json::from_slice(&ledger.stdout).expect("JSON");
     assert_eq!(ledger["entries"].as_array().map(Vec::len), Some(1));
     assert_eq!(ledger["entries"][0]["tool"], "file_info");
+    let job = ledger["entries"][0]["job"]
+        .as_str()
+        .expect("a job")
+        .to_owned();
+    let by_job = fleet.maljan(&["ledger", "--fleet", "--fleet-job", &job, "--format", "json"]);
+    let by_job: serde_json::Value = serde_json::from_slice(&by_job.stdout).expect("JSON");
+    assert_eq!(by_job["entries"].as_array().map(Vec::len), Some(1));
+    assert_eq!(by_job["entries"][0]["run"], runs[2].as_str());
     let listed = fleet.maljan(&["runs"]);
     assert!(stdout(&listed).contains("3 completed"), "{}", text(&listed));
     let unknown = fleet.maljan(&["report", "no-such-run"]);

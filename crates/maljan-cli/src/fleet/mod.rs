@@ -182,6 +182,10 @@ pub(crate) struct LedgerFilter {
     /// With --fleet: only the calls to this server.
     #[arg(long, requires = "fleet")]
     server: Option<String>,
+    /// With --fleet: only the calls of this job (its directory as the worker named it,
+    /// which the run's report shows).
+    #[arg(long = "fleet-job", requires = "fleet", value_name = "JOB")]
+    fleet_job: Option<String>,
     /// With --fleet: only the calls started within this long before now (`7d`, `12h`).
     #[arg(long, requires = "fleet", value_parser = humantime::parse_duration)]
     within: Option<Duration>,
@@ -200,10 +204,11 @@ pub(crate) async fn print_ledger(
     let query = LedgerQuery {
         run: filter.run.clone(),
         server: filter.server.clone(),
+        job: filter.fleet_job.clone(),
         since: filter
             .within
             .and_then(|d| std::time::SystemTime::now().checked_sub(d)),
-        ..LedgerQuery::default()
+        until: None,
     };
     let pool = fleet.queue.pool();
     let failures = maljan_fleet::ledger_failures(pool, &query).await?;
