@@ -30,7 +30,7 @@ pub(crate) struct DemoCommand {
     #[arg(long, env = "MALJAN_LEDGER", value_name = "PATH")]
     ledger: Option<PathBuf>,
     /// Run the demo pack over a batch of generated samples through the fleet's stores
-    /// ([store] of --config) with workers on this host, instead of once here.
+    /// (`[store]` of --config) with workers on this host, instead of once here.
     #[arg(long, conflicts_with = "job")]
     fleet: bool,
     /// With --fleet: the samples generated, one run each.

@@ -110,13 +110,13 @@ enum Command {
     /// Print a finished run's report: its Markdown, or its JSON with --format json.
     Report {
         /// The job's directory, or the id of a fleet's run (its report is read from the
-        /// object store of [store]).
+        /// object store of `[store]`).
         job: PathBuf,
         /// Output format.
         #[arg(long, value_enum, default_value = "text")]
         format: Format,
     },
-    /// Queue a run of PACK for each SAMPLE on the fleet of [store]: each sample is stored
+    /// Queue a run of PACK for each SAMPLE on the fleet of `[store]`: each sample is stored
     /// once in the object store (by its sha256); `maljan worker` carries the runs out.
     Submit(fleet::SubmitCommand),
     /// Take the fleet's runs and carry them out on this host, one after another, until
@@ -146,7 +146,7 @@ enum Command {
         /// Only the calls of the job in DIR (its summary is then the job's).
         #[arg(long, value_name = "DIR")]
         job: Option<PathBuf>,
-        /// Read the fleet's ledger in PostgreSQL ([store]) instead of a file (PATH and
+        /// Read the fleet's ledger in PostgreSQL (`[store]`) instead of a file (PATH and
         /// MALJAN_LEDGER are not read); its failure summary is computed by the database.
         #[arg(long, conflicts_with = "job")]
         fleet: bool,

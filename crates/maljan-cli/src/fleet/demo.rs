@@ -1,5 +1,5 @@
 //! `maljan demo --fleet`: the demo pack over a batch of generated samples, carried out by
-//! three workers on this host through the fleet's stores ([store]), then where the reports
+//! three workers on this host through the fleet's stores (`[store]`), then where the reports
 //! are. What to try once one machine is not enough.
 
 use std::path::{Path, PathBuf};

@@ -86,7 +86,7 @@ fn default_name() -> String {
 }
 
 /// Retries `operation` while the stores answer that they are restarting or out of reach,
-/// backing off up to 5 s between tries, for up to `patience` (`patience_s` of [store]).
+/// backing off up to 5 s between tries, for up to `patience` (`patience_s` of `[store]`).
 async fn patiently<T, F, Fut>(what: &str, patience: Duration, operation: F) -> Result<T, FleetError>
 where
     F: FnMut() -> Fut,
