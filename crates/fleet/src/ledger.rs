@@ -170,16 +170,25 @@ fn epoch_micros(at: SystemTime) -> i64 {
     }
 }
 
+/// How a store out of reach is waited for: tries 100 ms apart at first, doubling up to 5 s,
+/// jittered, for `patience` in all. The ledger and the workers wait so.
+///
+/// ```
+/// let backoff = maljan_fleet::store_backoff(std::time::Duration::from_secs(120));
+/// # let _ = backoff;
+/// ```
+pub fn store_backoff(patience: Duration) -> ExponentialBuilder {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(100))
+        .with_max_delay(Duration::from_secs(5))
+        .with_max_times(usize::MAX)
+        .with_total_delay(Some(patience))
+        .with_jitter()
+}
+
 async fn append_patiently(pool: &PgPool, append: &Append) -> Result<(), sqlx::Error> {
     (|| append_once(pool, append))
-        .retry(
-            ExponentialBuilder::default()
-                .with_min_delay(Duration::from_millis(100))
-                .with_max_delay(Duration::from_secs(5))
-                .with_max_times(usize::MAX)
-                .with_total_delay(Some(APPEND_PATIENCE))
-                .with_jitter(),
-        )
+        .retry(store_backoff(APPEND_PATIENCE))
         .when(sqlx_error_is_transient)
         .notify(|e, delay| {
             tracing::warn!(

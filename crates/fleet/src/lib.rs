@@ -11,7 +11,7 @@ mod settings;
 
 pub use error::FleetError;
 pub use ledger::{
-    LedgerQuery, PostgresLedger, PostgresLedgerSink, ledger_entries, ledger_failures,
+    LedgerQuery, PostgresLedger, PostgresLedgerSink, ledger_entries, ledger_failures, store_backoff,
 };
 pub use migrations::SCHEMA_VERSION;
 pub use objects::{Objects, StoredFile};

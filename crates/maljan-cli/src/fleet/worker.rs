@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use backon::{ExponentialBuilder, Retryable};
+use backon::Retryable;
 use maljan_client::{ConnectionContext, Job, Ledger, Pack, RunVerdict};
 use maljan_fleet::{FleetError, PostgresLedger, TakenRun};
 
@@ -93,14 +93,7 @@ where
     Fut: Future<Output = Result<T, FleetError>>,
 {
     operation
-        .retry(
-            ExponentialBuilder::default()
-                .with_min_delay(Duration::from_millis(100))
-                .with_max_delay(Duration::from_secs(5))
-                .with_max_times(usize::MAX)
-                .with_total_delay(Some(patience))
-                .with_jitter(),
-        )
+        .retry(maljan_fleet::store_backoff(patience))
         .when(FleetError::is_transient)
         .notify(|e, delay| {
             tracing::warn!("{what}: {e}; trying again in {} ms", delay.as_millis());
