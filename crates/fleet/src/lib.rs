@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![forbid(unsafe_code)]
 
+mod archive;
 mod error;
 mod ledger;
 mod migrations;

@@ -39,6 +39,10 @@ pub(crate) enum CliError {
         "the configuration names no fleet store; add a [store] table (postgres and objects, see the README) and pass it with --config"
     )]
     NoStore,
+    #[error("{source}; check that the jobs directory is readable")]
+    Index {
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     #[error("the sidecar stopped: {0}")]
     Sidecar(#[source] io::Error),
 }

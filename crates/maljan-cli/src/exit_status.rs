@@ -72,6 +72,7 @@ impl CliError {
             | CliError::Signals(_)
             | CliError::Output(_)
             | CliError::Demo(_)
+            | CliError::Index { .. }
             | CliError::Sidecar(_) => HOST,
         })
     }

@@ -1,6 +1,7 @@
 //! `maljan`: probe MCP servers, list their tools and call them.
 
 mod arguments;
+mod artefact;
 mod call;
 mod config;
 mod demo;
@@ -13,6 +14,7 @@ mod parameters;
 mod progress;
 mod render;
 mod run;
+mod runs;
 mod stdout;
 
 use std::path::PathBuf;
@@ -109,13 +111,20 @@ enum Command {
     Demo(demo::DemoCommand),
     /// Print a finished run's report: its Markdown, or its JSON with --format json.
     Report {
-        /// The job's directory, or the id of a fleet's run (its report is read from the
-        /// object store of `[store]`).
+        /// The job's directory, or a run's id: found in the fleet of `[store]` (its report
+        /// read from the object store), else among the jobs beside the ledger.
         job: PathBuf,
+        /// The ledger whose jobs hold the run, when there is no `[store]`.
+        #[arg(long, env = "MALJAN_LEDGER", value_name = "PATH")]
+        ledger: Option<PathBuf>,
         /// Output format.
         #[arg(long, value_enum, default_value = "text")]
         format: Format,
     },
+    /// Write a file a run took, named by its sha256 as the run's report lists it, to --out:
+    /// from the object store of `[store]`, else from the jobs beside the ledger. Checked
+    /// against its digest on the way.
+    Artefact(artefact::ArtefactCommand),
     /// Queue a run of PACK for each SAMPLE on the fleet of `[store]`: each sample is stored
     /// once in the object store (by its sha256); `maljan worker` carries the runs out.
     Submit(fleet::SubmitCommand),
@@ -123,11 +132,15 @@ enum Command {
     /// Ctrl-C or SIGTERM (which hands the run under way back) or, with --until-empty, until
     /// none is left.
     Worker(fleet::WorkerCommand),
-    /// List the fleet's latest runs: state, attempts, sample, verdict or why it failed.
+    /// List the latest runs: the fleet's of `[store]` (state, attempts, sample, verdict or
+    /// why it failed), else those whose jobs are beside the ledger.
     Runs {
         /// How many of the latest runs.
         #[arg(long, default_value_t = 20)]
         limit: u32,
+        /// The ledger whose jobs are listed, when there is no `[store]`.
+        #[arg(long, env = "MALJAN_LEDGER", value_name = "PATH")]
+        ledger: Option<PathBuf>,
         #[command(flatten)]
         format: FormatOption,
     },
@@ -324,16 +337,38 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
             Some(fleet_demo) => fleet::demo::run(&config, config_path.as_deref(), fleet_demo).await,
             None => demo::run(config, options).await,
         },
-        Command::Report { job, format } => {
-            if config.store.is_some() && !job.exists() {
-                fleet::print_report(&config, &job.display().to_string(), format).await
-            } else {
+        Command::Report {
+            job,
+            format,
+            ledger,
+        } => {
+            if job.is_dir() {
                 run::print_report(&job, format)
+            } else {
+                let run = job.display().to_string();
+                if config.store.is_some() {
+                    let fleet = fleet::FleetRuns(fleet::Fleet::connect(&config).await?);
+                    runs::show_report(&fleet, &run, format).await
+                } else {
+                    runs::show_report(&local_runs(ledger), &run, format).await
+                }
             }
         }
+        Command::Artefact(options) => artefact::run(&config, options).await,
         Command::Submit(options) => fleet::submit::run(config, options).await,
         Command::Worker(options) => fleet::worker::run(config, options).await,
-        Command::Runs { limit, format } => fleet::list_runs(&config, limit, format.get()).await,
+        Command::Runs {
+            limit,
+            format,
+            ledger,
+        } => {
+            if config.store.is_some() {
+                let fleet = fleet::FleetRuns(fleet::Fleet::connect(&config).await?);
+                runs::list(&fleet, limit, format.get()).await
+            } else {
+                runs::list(&local_runs(ledger), limit, format.get()).await
+            }
+        }
         Command::Store {
             action: StoreAction::Migrate,
         } => fleet::migrate(&config).await,
@@ -383,4 +418,10 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// The run index of the jobs beside `ledger` (the default ledger when none is named).
+fn local_runs(ledger: Option<PathBuf>) -> maljan_client::JobsDirectory {
+    let ledger = ledger.unwrap_or_else(ledger_file::default_path);
+    maljan_client::JobsDirectory::new(ledger_file::jobs_dir(&ledger))
 }

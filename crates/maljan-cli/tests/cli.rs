@@ -653,7 +653,8 @@ fn a_run_stopped_by_sigterm_writes_its_report_as_interrupted() {
 #[test]
 fn the_readme_main_job_the_demo_runs_across_two_servers_and_writes_its_report() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let job = dir.path().join("job");
+    // Among the jobs beside the ledger, where `maljan artefact` looks.
+    let job = dir.path().join("jobs/job-demo");
     let output = maljan_with_ledger(
         &["demo", "--job", &job.display().to_string()],
         &dir.path().join("ledger.jsonl"),
@@ -709,6 +710,38 @@ fn the_readme_main_job_the_demo_runs_across_two_servers_and_writes_its_report() 
     assert!(
         servers.contains(&"stdio") && servers.contains(&"http"),
         "{servers:?}"
+    );
+    // What a step took is read back by its digest, checked.
+    let sha256 = inner["taken"][0]["sha256"].as_str().expect("a digest");
+    let copy = dir.path().join("inner.txt");
+    let fetched = maljan_with_ledger(
+        &["artefact", sha256, "--out", copy.to_str().expect("utf-8")],
+        &dir.path().join("ledger.jsonl"),
+    );
+    assert!(fetched.status.success(), "{}", stderr(&fetched));
+    let bytes = std::fs::read(&copy).expect("the artefact");
+    assert_eq!(
+        bytes,
+        std::fs::read(job.join("artefacts").join(sha256)).expect("the job's copy")
+    );
+    let again = maljan_with_ledger(
+        &["artefact", sha256, "--out", copy.to_str().expect("utf-8")],
+        &dir.path().join("ledger.jsonl"),
+    );
+    assert_eq!(again.status.code(), Some(2), "{}", stderr(&again));
+    let missing = maljan_with_ledger(
+        &[
+            "artefact",
+            &"0".repeat(64),
+            "--out",
+            dir.path().join("none").to_str().expect("utf-8"),
+        ],
+        &dir.path().join("ledger.jsonl"),
+    );
+    assert!(
+        stderr(&missing).contains("hold no file of that sha256"),
+        "{}",
+        stderr(&missing)
     );
 }
 
@@ -1322,4 +1355,53 @@ fn the_fleets_commands_need_a_store_and_a_password_never_shows() {
         assert!(said.contains("postgres_password_env"), "{said}");
         assert!(!said.contains("hunter2"), "{said}");
     }
+}
+
+#[test]
+fn runs_carried_out_here_are_listed_and_their_reports_shown_by_their_id() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ledger = dir.path().join("state/ledger.jsonl");
+    let pack = dir.path().join("pack.toml");
+    std::fs::write(
+        &pack,
+        "[pack]\nname = \"one look\"\n\n[[step]]\nid = \"info\"\nserver = \"sidecar\"\n\
+         tool = \"file_info\"\narguments = { path = \"$sample\" }\n",
+    )
+    .expect("pack");
+    let sample = dir.path().join("sample.txt");
+    std::fs::write(&sample, "text").expect("sample");
+    let ran = maljan_with_ledger(
+        &[
+            "run",
+            pack.to_str().expect("utf-8"),
+            sample.to_str().expect("utf-8"),
+            "--format",
+            "json",
+        ],
+        &ledger,
+    );
+    assert!(ran.status.success(), "{}", stderr(&ran));
+    let ran: serde_json::Value = serde_json::from_slice(&ran.stdout).expect("JSON");
+    let run = ran["run"].as_str().expect("the run's id").to_owned();
+    let listed = maljan_with_ledger(&["runs", "--format", "json"], &ledger);
+    assert!(listed.status.success(), "{}", stderr(&listed));
+    let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).expect("JSON");
+    assert_eq!(listed["runs"][0]["run"], run.as_str());
+    assert_eq!(listed["runs"][0]["verdict"], "completed");
+    assert_eq!(listed["runs"][0]["sample"], "sample.txt");
+    assert_eq!(listed["counts"]["finished"], 1);
+    let shown = maljan_with_ledger(&["report", &run], &ledger);
+    assert!(shown.status.success(), "{}", stderr(&shown));
+    assert!(
+        stdout(&shown).contains(&format!("# Run {run}")),
+        "{}",
+        stdout(&shown)
+    );
+    let unknown = maljan_with_ledger(&["report", "no-such-run"], &ledger);
+    assert_eq!(unknown.status.code(), Some(2), "{}", stderr(&unknown));
+    assert!(
+        stderr(&unknown).contains("name a run `maljan runs` lists"),
+        "{}",
+        stderr(&unknown)
+    );
 }

@@ -418,6 +418,31 @@ fn the_fleet_demo_carries_the_demo_pack_over_a_batch_with_three_workers() {
     let run = shown.split_whitespace().next().expect("a run id");
     let report = stdout(&fleet.maljan(&["report", run]));
     assert!(report.contains("an archive across two servers"), "{report}");
+    // Each file a step took is in the object store, read back anywhere by its digest.
+    let json = fleet.maljan(&["report", run, "--format", "json"]);
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout).expect("JSON");
+    let taken: Vec<&serde_json::Value> = json["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .flat_map(|s| s["taken"].as_array().into_iter().flatten())
+        .filter(|t| t["status"] == "taken")
+        .collect();
+    assert!(taken.len() >= 4, "{json}");
+    for (i, file) in taken.iter().enumerate() {
+        let copy = fleet.path(&format!("artefact-{i}"));
+        let fetched = fleet.maljan(&[
+            "artefact",
+            file["sha256"].as_str().expect("sha256"),
+            "--out",
+            copy.to_str().expect("utf-8"),
+        ]);
+        assert!(fetched.status.success(), "{}", text(&fetched));
+        assert_eq!(
+            std::fs::metadata(&copy).expect("fetched").len(),
+            file["size"].as_u64().expect("size")
+        );
+    }
 }
 
 /// A TCP relay to the object store that a test can cut: every connection through it is

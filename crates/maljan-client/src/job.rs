@@ -4,9 +4,9 @@
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use maljan_staging::{ArtefactStore, Origin};
+use maljan_staging::{ArtefactArchive, ArtefactStore, Origin, StoredArtefact};
 use serde::Serialize;
 
 use crate::uploads::Uploads;
@@ -52,6 +52,18 @@ pub struct Sample {
     pub sha256: String,
 }
 
+/// A file the job took that its archive could not keep: it is in the job's artefact store
+/// alone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UnkeptArtefact {
+    /// Its sha256.
+    pub sha256: String,
+    /// Its name, as the tool gave it.
+    pub name: String,
+    /// The archive's words.
+    pub why: String,
+}
+
 /// One job: its directory, its artefact store, and the files its calls moved between
 /// servers.
 ///
@@ -74,6 +86,10 @@ pub struct Job {
     uploads: Uploads,
     /// The files handed to later steps: path → (size, sha256, who wrote it).
     handed: Mutex<Handed>,
+    /// Where taken files are kept beyond the job, when anywhere.
+    archive: Option<Arc<dyn ArtefactArchive>>,
+    /// What the archive could not keep.
+    unkept: Mutex<Vec<UnkeptArtefact>>,
 }
 
 /// The files handed to later steps, and for each name a step handed out, the next
@@ -130,7 +146,52 @@ impl Job {
             sample: Mutex::default(),
             uploads: Uploads::default(),
             handed: Mutex::default(),
+            archive: None,
+            unkept: Mutex::default(),
         })
+    }
+
+    /// The job, with every file it takes from now on also kept in `archive` (a fleet's
+    /// object store, say) as soon as it is in the job's artefact store. A file the archive
+    /// cannot keep stays in the job and is listed by [`unkept`](Self::unkept); the run goes
+    /// on.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use maljan_staging::ArtefactStore;
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let shared = Arc::new(ArtefactStore::open(dir.path().join("shared")).unwrap());
+    /// let job = maljan_client::Job::create(dir.path().join("job")).unwrap().with_archive(shared);
+    /// assert!(job.unkept().is_empty());
+    /// ```
+    #[must_use]
+    pub fn with_archive(mut self, archive: Arc<dyn ArtefactArchive>) -> Job {
+        self.archive = Some(archive);
+        self
+    }
+
+    /// The files the job's archive could not keep, in the order they were taken.
+    pub fn unkept(&self) -> Vec<UnkeptArtefact> {
+        lock(&self.unkept).clone()
+    }
+
+    /// Hands a file just taken to the job's archive, when it has one.
+    pub(crate) async fn keep(&self, stored: &StoredArtefact) {
+        let Some(archive) = &self.archive else {
+            return;
+        };
+        if let Err(e) = archive.keep(stored).await {
+            tracing::warn!(
+                "{} ({}) is not kept beyond the job: {e}",
+                stored.name,
+                stored.sha256
+            );
+            lock(&self.unkept).push(UnkeptArtefact {
+                sha256: stored.sha256.clone(),
+                name: stored.name.clone(),
+                why: e.to_string(),
+            });
+        }
     }
 
     /// The job's directory (canonical).

@@ -48,7 +48,7 @@ pub use config::{ClientSettings, EraChoice, RunLimits, ServerConfig, ServerTrans
 pub use context::ConnectionContext;
 pub use error::ClientError;
 pub use events::{Recorder, RunEvent};
-pub use job::{Job, Sample, TakenFile};
+pub use job::{Job, Sample, TakenFile, UnkeptArtefact};
 pub use known_eras::KnownEras;
 pub use maljan_breaker::{BreakerSettings, BreakerState};
 pub use maljan_ledger::{CallScope, Ledger};
@@ -71,7 +71,8 @@ pub use pack::{MAX_STEP_TIMEOUT_S, Pack, PackError, PackErrors, Step};
 pub use progress::{ProgressReporter, TransferProgress};
 #[cfg(feature = "runs")]
 pub use report::{
-    PackInfo, REPORT_SCHEMA_VERSION, ReportBuilder, ReportFiles, RunReport, RunVerdict, SampleInfo,
+    IndexError, IndexedRun, JobsDirectory, PackInfo, REPORT_SCHEMA_VERSION, ReportBuilder,
+    ReportFiles, RunIndex, RunListing, RunReport, RunVerdict, SampleInfo,
 };
 #[cfg(feature = "runs")]
 pub use run::{Configured, Connector, MAX_RESTARTS, Run, RunEnd, ServerRecord, Unavailable};

@@ -78,12 +78,15 @@ pub(crate) async fn take_files(
                     ),
                 }
             }
-            Ok(stored) => TakenFile::Taken {
-                server: server.to_owned(),
-                path: file.path.clone(),
-                sha256: stored.sha256,
-                size: stored.size,
-            },
+            Ok(stored) => {
+                job.keep(&stored).await;
+                TakenFile::Taken {
+                    server: server.to_owned(),
+                    path: file.path.clone(),
+                    sha256: stored.sha256,
+                    size: stored.size,
+                }
+            }
             Err(reason) => TakenFile::NotTaken {
                 server: server.to_owned(),
                 path: file.path.clone(),
@@ -157,12 +160,15 @@ pub(crate) async fn take_resources(
                 .map_err(|e| format!("it could not be stored: {e}"))
         });
         let taken = match stored {
-            Ok(stored) => TakenFile::Taken {
-                server: server.to_owned(),
-                path: resource.name,
-                sha256: stored.sha256,
-                size: stored.size,
-            },
+            Ok(stored) => {
+                job.keep(&stored).await;
+                TakenFile::Taken {
+                    server: server.to_owned(),
+                    path: resource.name,
+                    sha256: stored.sha256,
+                    size: stored.size,
+                }
+            }
             Err(reason) => TakenFile::NotTaken {
                 server: server.to_owned(),
                 path: resource.name,

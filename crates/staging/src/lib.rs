@@ -2,6 +2,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 
+mod archive;
 mod caller;
 mod disclosure;
 mod download;
@@ -10,6 +11,7 @@ mod path_argument;
 mod store;
 mod upload;
 
+pub use archive::{ArchiveFuture, ArtefactArchive};
 pub use caller::ToolCaller;
 pub use disclosure::{Degradation, Disclosed, Disclosure, DisclosureOutcome};
 pub use download::{

@@ -8,7 +8,8 @@ pub(crate) mod worker;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use maljan_fleet::{FleetSettings, LedgerQuery, Objects, Queue};
+use maljan_client::{IndexError, IndexedRun, RunIndex, RunListing, RunReport};
+use maljan_fleet::{FleetSettings, LedgerQuery, Objects, Queue, RunState};
 
 pub(crate) use submit::SubmitCommand;
 pub(crate) use worker::WorkerCommand;
@@ -73,104 +74,76 @@ pub(crate) async fn migrate(config: &Config) -> Result<ExitCode, CliError> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `maljan runs`: the fleet's latest runs and the count in each state.
-pub(crate) async fn list_runs(
-    config: &Config,
-    limit: u32,
-    format: Format,
-) -> Result<ExitCode, CliError> {
-    let fleet = Fleet::connect(config).await?;
-    let runs = fleet.queue.recent(limit).await?;
-    let counts = fleet.queue.counts().await?;
-    if format == Format::Json {
-        let runs: Vec<_> = runs
-            .iter()
-            .map(|r| {
-                serde_json::json!({
-                    "run": r.id, "state": r.state.as_str(), "attempts": r.attempts,
-                    "handed_back": r.handed_back, "sample": r.sample_name,
-                    "sha256": r.sample_sha256, "verdict": r.verdict, "why": r.why,
-                    "worker": r.worker,
-                })
-            })
-            .collect();
-        let counts: serde_json::Map<_, _> = counts
-            .iter()
-            .map(|(state, n)| (state.as_str().to_owned(), serde_json::Value::from(*n)))
-            .collect();
-        print_json(&serde_json::json!({"runs": runs, "counts": counts}));
-        return Ok(ExitCode::SUCCESS);
-    }
-    let summary: Vec<String> = counts
-        .iter()
-        .map(|(state, n)| format!("{n} {}", state.as_str()))
-        .collect();
-    outln!(
-        "runs: {}",
-        if summary.is_empty() {
-            "none".to_owned()
-        } else {
-            summary.join(", ")
-        }
-    );
-    for run in &runs {
-        let end = match (&run.verdict, &run.why) {
-            (Some(verdict), _) => verdict.clone(),
-            (None, Some(why)) => format!("({why})"),
-            (None, None) => String::new(),
-        };
-        out!(
-            "{}  {:<9}  attempts {}  {}  {}\n",
-            run.id,
-            run.state.as_str(),
-            run.attempts,
-            run.sample_name,
-            end
-        );
-    }
-    Ok(ExitCode::SUCCESS)
+/// The fleet's run index: the queue says where each run is, the object store holds the
+/// reports.
+pub(crate) struct FleetRuns(pub(crate) Fleet);
+
+fn unreadable(e: maljan_fleet::FleetError) -> IndexError {
+    IndexError::Unreadable(Box::new(e))
 }
 
-/// `maljan report RUN` for a run of the fleet: its report from the object store.
-pub(crate) async fn print_report(
-    config: &Config,
-    run: &str,
-    format: Format,
-) -> Result<ExitCode, CliError> {
-    let fleet = Fleet::connect(config).await?;
-    let name = match format {
-        Format::Json => "report.json",
-        Format::Text => "report.md",
-    };
-    let status = fleet.queue.status(run).await?;
-    let not_shown = |detail: String| CliError::BadArgument {
-        argument: run.to_owned(),
-        detail,
-    };
-    let status = status.ok_or_else(|| {
-        not_shown("the fleet has no run of that id; name a run `maljan runs` lists".to_owned())
-    })?;
-    match (status.state, status.why) {
-        (maljan_fleet::RunState::Completed, Some(why)) => return Err(not_shown(why)),
-        (maljan_fleet::RunState::Completed, None) => {}
-        (state, _) => {
-            return Err(not_shown(format!(
-                "the run is {} (no report yet); try again once it is completed",
-                state.as_str()
-            )));
+impl RunIndex for FleetRuns {
+    async fn latest(&self, limit: usize) -> Result<RunListing, IndexError> {
+        let queue = &self.0.queue;
+        let limit = u32::try_from(limit).unwrap_or(u32::MAX);
+        let latest = queue
+            .recent(limit)
+            .await
+            .map_err(unreadable)?
+            .into_iter()
+            .map(|r| IndexedRun {
+                run: r.id,
+                state: r.state.as_str().to_owned(),
+                verdict: r.verdict,
+                attempts: Some(r.attempts),
+                sample: Some(r.sample_name),
+                sha256: Some(r.sample_sha256),
+                why: r.why,
+                place: r.worker,
+            })
+            .collect();
+        let counts = queue
+            .counts()
+            .await
+            .map_err(unreadable)?
+            .into_iter()
+            .map(|(state, n)| (state.as_str().to_owned(), n))
+            .collect();
+        Ok(RunListing { latest, counts })
+    }
+
+    async fn report(&self, run: &str) -> Result<RunReport, IndexError> {
+        let no_report = |why: String| IndexError::NoReport {
+            run: run.to_owned(),
+            why,
+        };
+        let status = self.0.queue.status(run).await.map_err(unreadable)?;
+        let status = status.ok_or_else(|| IndexError::NoSuchRun {
+            run: run.to_owned(),
+        })?;
+        match (status.state, status.why) {
+            (RunState::Completed, Some(why)) => return Err(no_report(why)),
+            (RunState::Completed, None) => {}
+            (state, _) => {
+                return Err(no_report(format!(
+                    "it is {}; try again once it is completed",
+                    state.as_str()
+                )));
+            }
         }
+        let bytes = self
+            .0
+            .objects
+            .report(run, "report.json")
+            .await
+            .map_err(unreadable)?
+            .ok_or_else(|| no_report("the object store holds none (was it removed?)".to_owned()))?;
+        serde_json::from_slice(&bytes).map_err(|e| {
+            no_report(format!(
+                "the object store's report.json is not a report this build reads: {e}"
+            ))
+        })
     }
-    let Some(bytes) = fleet.objects.report(run, name).await? else {
-        return Err(not_shown(
-            "the object store holds no report for the run (was it removed?)".to_owned(),
-        ));
-    };
-    let text = String::from_utf8_lossy(&bytes);
-    match format {
-        Format::Json => crate::stdout::write_json(&text),
-        Format::Text => crate::stdout::write_out(&text),
-    }
-    Ok(ExitCode::SUCCESS)
 }
 
 /// Which of the fleet's calls `maljan ledger --fleet` shows.

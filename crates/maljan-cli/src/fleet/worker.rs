@@ -163,6 +163,28 @@ pub(crate) async fn run(config: Config, options: WorkerCommand) -> Result<ExitCo
     Ok(ExitCode::SUCCESS)
 }
 
+/// What of a run's files the object store lacks, and why, when anything: its report (the
+/// store's words) and the artefacts it could not keep.
+fn missing_from_objects(
+    report: Option<String>,
+    unkept: &[maljan_client::UnkeptArtefact],
+) -> Option<String> {
+    let mut missing = Vec::new();
+    if let Some(why) = report {
+        missing.push(format!("the report is not in the object store ({why})"));
+    }
+    if let Some(first) = unkept.first() {
+        missing.push(format!(
+            "{} taken file(s) are not in the object store (the first, {} ({}): {})",
+            unkept.len(),
+            first.name,
+            first.sha256,
+            first.why
+        ));
+    }
+    (!missing.is_empty()).then(|| missing.join("; "))
+}
+
 /// What a worker works with.
 struct Worker<'a> {
     fleet: &'a Fleet,
@@ -234,9 +256,10 @@ impl Worker<'_> {
         let started = Instant::now();
         // The run is done whether or not its report reaches the object store: one that does
         // not stays in the job's directory on this host, and the queue says where.
-        let missing = self.store_report(&report, &dir).await.err().map(|why| {
+        let unstored = self.store_report(&report, &dir).await.err();
+        let missing = missing_from_objects(unstored, &job.unkept()).map(|what| {
             format!(
-                "the report is not in the object store ({why}); it is in {} on {}",
+                "{what}; the job's directory {} on {} holds it",
                 dir.display(),
                 self.name
             )
@@ -277,8 +300,10 @@ impl Worker<'_> {
                 format!("the job directory {} cannot be emptied: {e}", dir.display())
             })?;
         }
+        // Each file the run takes is kept in the object store as soon as it is taken.
         let job = Job::create(dir)
-            .map_err(|e| format!("the job directory {} cannot be made: {e}", dir.display()))?;
+            .map_err(|e| format!("the job directory {} cannot be made: {e}", dir.display()))?
+            .with_archive(Arc::new(self.fleet.objects.clone()));
         let incoming = self
             .jobs
             .join(format!(".incoming-{}-attempt-{}", run.id, run.attempt));

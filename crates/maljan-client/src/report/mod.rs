@@ -4,6 +4,7 @@
 
 mod builder;
 mod html;
+mod index;
 mod markdown;
 pub mod v1;
 mod wording;
@@ -14,6 +15,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use builder::ReportBuilder;
+pub use index::{IndexError, IndexedRun, JobsDirectory, RunIndex, RunListing};
 pub use v1::{PackInfo, RunVerdict, SampleInfo};
 
 use crate::outcome::{StepOutcome, StepStatus};
