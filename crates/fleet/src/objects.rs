@@ -113,7 +113,8 @@ impl Objects {
         self.fetch_file(sha256, artefact_key, destination).await
     }
 
-    /// Puts one of a run's report files (`report.json`, `report.md`, `report.html`).
+    /// Puts one of a run's report files (a worker puts `report.json`; the rest are made
+    /// from it).
     pub async fn put_report(&self, run: &str, name: &str, bytes: Bytes) -> Result<(), FleetError> {
         let key = report_key(run, name)?;
         self.store
@@ -269,7 +270,9 @@ impl Objects {
                 size += chunk.len() as u64;
                 file.write_all(&chunk).await.map_err(write_failed)?;
             }
-            file.sync_all().await.map_err(write_failed)
+            // Flushed, not synced: the store keeps the file durably; a copy lost in a crash
+            // is fetched again.
+            file.flush().await.map_err(write_failed)
         }
         .await;
         let found = hex(&hasher.finalize());

@@ -327,6 +327,37 @@ impl Job {
         Ok(sample)
     }
 
+    /// Moves `source`, a file on the job directory's filesystem whose size and sha256 the
+    /// caller checked as it was written (a fleet's worker fetching it from its object
+    /// store), into the job as its sample, under its file name: no second copy, no second
+    /// hashing.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let fetched = dir.path().join("a.txt");
+    /// std::fs::write(&fetched, "hello world").unwrap();
+    /// let job = maljan_client::Job::create(dir.path().join("job")).unwrap();
+    /// let sha256 = "b94d27b9934d3e08a52e52d7da7dabfac484efe37a5380ee9088f7ace2efcde9";
+    /// let sample = job.adopt_sample(&fetched, 11, sha256).unwrap();
+    /// assert!(sample.path.starts_with(job.dir()) && !fetched.exists());
+    /// ```
+    pub fn adopt_sample(&self, source: &Path, size: u64, sha256: &str) -> io::Result<Sample> {
+        let name = source.file_name().ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidInput, "the sample has no file name")
+        })?;
+        let dir = self.dir.join("sample");
+        std::fs::create_dir_all(&dir)?;
+        let path = dir.join(name);
+        std::fs::rename(source, &path)?;
+        let sample = Sample {
+            path,
+            size,
+            sha256: sha256.to_owned(),
+        };
+        *lock(&self.sample) = Some(sample.clone());
+        Ok(sample)
+    }
+
     /// The sample, once added.
     pub fn sample(&self) -> Option<Sample> {
         lock(&self.sample).clone()

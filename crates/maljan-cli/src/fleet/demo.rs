@@ -139,7 +139,7 @@ pub(crate) async fn run(
         );
     }
     outln!(
-        "reports: in {} under reports/RUN/ (report.html, report.md, report.json); `maljan report RUN` shows one anywhere",
+        "reports: in {} as reports/RUN/report.json; `maljan report RUN` shows one anywhere",
         fleet.settings.objects.url()
     );
     outln!("ledger: `maljan ledger --fleet --run RUN`; runs: `maljan runs`");

@@ -285,7 +285,16 @@ impl Worker<'_> {
         errln!("{} attempt {}: {verdict}", run.id, run.attempt);
         if let Some(missing) = &missing {
             errln!("{} attempt {}: {missing}", run.id, run.attempt);
-        } else if !self.keep_jobs {
+        } else if self.keep_jobs {
+            if let Err(e) = report.write(&dir) {
+                errln!(
+                    "{} attempt {}: the kept job {} has no report files ({e})",
+                    run.id,
+                    run.attempt,
+                    dir.display()
+                );
+            }
+        } else {
             let _ = std::fs::remove_dir_all(&dir);
         }
         Ok(Ending::Recorded)
@@ -315,14 +324,15 @@ impl Worker<'_> {
             .map_or_else(|| "sample".into(), |n| n.to_owned());
         let fetched = incoming.join(name);
         let outcome = async {
-            patiently("fetching the sample", self.fleet.patience, || {
+            let size = patiently("fetching the sample", self.fleet.patience, || {
                 self.fleet
                     .objects
                     .fetch_sample(&run.sample_sha256, &fetched)
             })
             .await
             .map_err(|e| e.to_string())?;
-            job.add_sample(&fetched)
+            // Checked against its digest as it was fetched: moved in, not copied again.
+            job.adopt_sample(&fetched, size, &run.sample_sha256)
                 .map_err(|e| format!("the sample cannot be put into the job: {e}"))
         }
         .await;
@@ -345,37 +355,32 @@ impl Worker<'_> {
         }
     }
 
-    /// Writes the report into the job and puts it into the object store.
+    /// Puts the report into the object store as `report.json` (its Markdown and HTML are
+    /// made from it wherever it is read); one that cannot be put is written whole into the
+    /// job's directory instead, which is then kept.
     async fn store_report(
         &self,
         report: &maljan_client::RunReport,
         dir: &Path,
     ) -> Result<(), String> {
-        let files = report.write(dir).map_err(|e| {
-            format!(
-                "the report could not be written into {}: {e}",
+        let json = serde_json::to_vec_pretty(report).map_err(|e| e.to_string())?;
+        let json = bytes::Bytes::from(json);
+        let stored = patiently("storing the report", self.fleet.patience, || {
+            self.fleet
+                .objects
+                .put_report(&report.run, "report.json", json.clone())
+        })
+        .await;
+        let Err(why) = stored else {
+            return Ok(());
+        };
+        match report.write(dir) {
+            Ok(_) => Err(why.to_string()),
+            Err(e) => Err(format!(
+                "{why}; nor could it be written into {}: {e}",
                 dir.display()
-            )
-        })?;
-        // The three files go at once: each is a request of its own to the store.
-        let puts = [&files.json, &files.markdown, &files.html].map(|path| async move {
-            let bytes = std::fs::read(path)
-                .map_err(|e| format!("{} cannot be read: {e}", path.display()))?;
-            let name = path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let bytes = bytes::Bytes::from(bytes);
-            patiently("storing the report", self.fleet.patience, || {
-                self.fleet
-                    .objects
-                    .put_report(&report.run, &name, bytes.clone())
-            })
-            .await
-            .map_err(|e| e.to_string())
-        });
-        futures::future::try_join_all(puts).await?;
-        Ok(())
+            )),
+        }
     }
 
     /// Records that this attempt could not be carried out.
