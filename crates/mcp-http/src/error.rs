@@ -69,6 +69,15 @@ pub enum HttpError {
         #[source]
         why: StreamEnd,
     },
+    /// The server wants authorization, and none could be had.
+    #[error("server {server} wants authorization: {source}")]
+    Unauthorized {
+        /// The server's name.
+        server: String,
+        /// Why no token could be had, and what to do.
+        #[source]
+        source: crate::AuthorizationError,
+    },
     /// The configuration is not usable (a bad header, a bad URL).
     #[error("server {server} is misconfigured: {problem}")]
     Config {

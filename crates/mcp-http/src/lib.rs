@@ -3,14 +3,16 @@
 #![forbid(unsafe_code)]
 
 mod as_transport;
+mod authorization;
 mod error;
 mod http_transport;
 mod redact;
 mod sse;
 mod waiting;
 
+pub use authorization::{AccessToken, AuthorizationError, AuthorizeFuture, Authorizer, Challenge};
 pub use error::{ConfigProblem, HttpError, ReplyProblem, StreamEnd};
-pub use http_transport::{BearerToken, HttpConfig, HttpTransport, TokenFn};
+pub use http_transport::{BearerToken, HttpConfig, HttpTransport, MAX_AUTHORIZATIONS, TokenFn};
 pub use maljan_mcp_transport::session::{Session, SessionError, SessionSettings};
 pub use redact::redact_credentials;
 pub use sse::{DEFAULT_MAX_EVENT_BYTES, SseEvent, SseItem, SseParser};

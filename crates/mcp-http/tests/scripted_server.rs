@@ -640,3 +640,137 @@ async fn a_get_stream_the_server_closes_is_opened_again_after_its_last_event() {
         "7"
     );
 }
+
+/// An authorizer that hands out `token-N` on its Nth authorization and keeps each challenge.
+#[derive(Debug, Default)]
+struct Counting {
+    challenges: Mutex<Vec<maljan_mcp_http::Challenge>>,
+    refuse: bool,
+}
+
+impl maljan_mcp_http::Authorizer for Counting {
+    fn token(&self) -> Option<maljan_mcp_http::AccessToken> {
+        let n = self.challenges.lock().expect("lock").len();
+        (n > 0).then(|| maljan_mcp_http::AccessToken::new(format!("token-{n}")))
+    }
+
+    fn authorize<'a>(
+        &'a self,
+        challenge: &'a maljan_mcp_http::Challenge,
+    ) -> maljan_mcp_http::AuthorizeFuture<'a> {
+        self.challenges
+            .lock()
+            .expect("lock")
+            .push(challenge.clone());
+        let refuse = self.refuse;
+        Box::pin(async move {
+            if refuse {
+                Err(maljan_mcp_http::AuthorizationError::new(
+                    "no authorization server answered",
+                    "check the server's metadata",
+                ))
+            } else {
+                Ok(())
+            }
+        })
+    }
+}
+
+fn refusal(code: StatusCode, challenge: &str) -> Response {
+    Response::builder()
+        .status(code)
+        .header("www-authenticate", challenge)
+        .body(Body::empty())
+        .expect("response")
+}
+
+fn connect_with(url: &str, authorizer: Arc<Counting>) -> HttpTransport {
+    let mut config = HttpConfig::new("scripted", url);
+    config.authorizer = Some(authorizer);
+    HttpTransport::new(config).expect("a connection")
+}
+
+#[tokio::test]
+async fn a_refused_request_is_sent_again_with_the_token_the_authorizer_obtained() {
+    let (url, seen) =
+        serve(
+            |s, _| match s.headers.get("authorization").and_then(|v| v.to_str().ok()) {
+                None => refusal(
+                    StatusCode::UNAUTHORIZED,
+                    r#"Bearer resource_metadata="http://x/prm", scope="a""#,
+                ),
+                Some("Bearer token-1") => refusal(
+                    StatusCode::FORBIDDEN,
+                    r#"Bearer error="insufficient_scope", scope="a b""#,
+                ),
+                Some(_) => json_reply(json!({"jsonrpc": "2.0", "id": request_id(s), "result": {}})),
+            },
+        )
+        .await;
+    let authorizer = Arc::new(Counting::default());
+    let http = connect_with(&url, authorizer.clone());
+    http.request(http.next_id(), "ping", None)
+        .await
+        .expect("answered once authorized");
+    let challenges = authorizer.challenges.lock().expect("lock").clone();
+    assert_eq!(challenges.len(), 2);
+    assert_eq!(challenges[0].status, 401);
+    assert_eq!(
+        challenges[0].resource_metadata.as_deref(),
+        Some("http://x/prm")
+    );
+    assert!(challenges[1].wants_more_scope());
+    assert_eq!(challenges[1].scopes(), ["a", "b"]);
+    let seen = seen.lock().expect("lock");
+    assert_eq!(seen.len(), 3, "the same request, sent three times");
+    assert!(seen.iter().all(|s| s.body == seen[0].body));
+}
+
+#[tokio::test]
+async fn a_server_that_refuses_every_token_gets_three_authorizations_and_its_refusal_stands() {
+    let (url, seen) =
+        serve(|_, _| refusal(StatusCode::UNAUTHORIZED, r#"Bearer error="invalid_token""#)).await;
+    let authorizer = Arc::new(Counting::default());
+    let http = connect_with(&url, authorizer.clone());
+    let failed = http
+        .request(http.next_id(), "ping", None)
+        .await
+        .expect_err("refused");
+    assert!(
+        matches!(failed, HttpError::Status { status: 401, .. }),
+        "{failed}"
+    );
+    assert_eq!(
+        authorizer.challenges.lock().expect("lock").len(),
+        maljan_mcp_http::MAX_AUTHORIZATIONS as usize
+    );
+    assert_eq!(seen.lock().expect("lock").len(), 4);
+}
+
+#[tokio::test]
+async fn a_forbidden_request_that_asks_for_no_scope_and_a_failed_authorization_are_not_retried() {
+    let (url, seen) = serve(|_, _| refusal(StatusCode::FORBIDDEN, "Bearer error=\"other\"")).await;
+    let authorizer = Arc::new(Counting::default());
+    let http = connect_with(&url, authorizer.clone());
+    let failed = http.request(http.next_id(), "ping", None).await;
+    assert!(matches!(failed, Err(HttpError::Status { status: 403, .. })));
+    assert!(authorizer.challenges.lock().expect("lock").is_empty());
+    assert_eq!(seen.lock().expect("lock").len(), 1);
+
+    let (url, seen) = serve(|_, _| refusal(StatusCode::UNAUTHORIZED, "Bearer")).await;
+    let refusing = Arc::new(Counting {
+        refuse: true,
+        ..Counting::default()
+    });
+    let http = connect_with(&url, refusing);
+    let failed = http
+        .request(http.next_id(), "ping", None)
+        .await
+        .expect_err("unauthorized");
+    assert!(matches!(failed, HttpError::Unauthorized { .. }), "{failed}");
+    assert!(
+        failed.to_string().contains("check the server's metadata"),
+        "{failed}"
+    );
+    assert_eq!(seen.lock().expect("lock").len(), 1);
+}

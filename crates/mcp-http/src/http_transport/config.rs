@@ -26,6 +26,11 @@ pub struct HttpConfig {
     /// The bearer token sent as `Authorization: Bearer …` with every request, read from
     /// where it comes from each time (never logged).
     pub bearer_token: Option<BearerToken>,
+    /// Where access tokens come from when the server asks for authorization (OAuth 2.1
+    /// with the `oauth` feature, or the caller's own): its token is sent instead of
+    /// `bearer_token`, and a refusal (401, or 403 for more scope) is handed to it before the
+    /// request is sent again.
+    pub authorizer: Option<std::sync::Arc<dyn crate::Authorizer>>,
     /// The bound on one reply (JSON body or SSE event), in bytes.
     pub max_event_bytes: usize,
     /// How long connecting may take (10 s).
@@ -53,6 +58,7 @@ impl std::fmt::Debug for HttpConfig {
                 &self.headers.iter().map(|(k, _)| k).collect::<Vec<_>>(),
             )
             .field("bearer_token", &self.bearer_token)
+            .field("authorizer", &self.authorizer)
             .field("max_event_bytes", &self.max_event_bytes)
             .field("connect_timeout", &self.connect_timeout)
             .field("read_timeout", &self.read_timeout)
@@ -69,6 +75,7 @@ impl HttpConfig {
             url: url.into(),
             headers: Vec::new(),
             bearer_token: None,
+            authorizer: None,
             max_event_bytes: DEFAULT_MAX_EVENT_BYTES,
             connect_timeout: Duration::from_secs(10),
             read_timeout: None,

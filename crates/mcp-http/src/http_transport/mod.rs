@@ -20,6 +20,7 @@ mod token;
 pub use config::HttpConfig;
 pub use token::{BearerToken, TokenFn};
 
+use crate::Challenge;
 use crate::error::error_chain;
 use crate::waiting::WaitingRequests;
 use crate::{ConfigProblem, HttpError, ReplyProblem, StreamEnd};
@@ -99,6 +100,10 @@ impl std::fmt::Debug for HttpTransport {
             .finish_non_exhaustive()
     }
 }
+
+/// How many times one request has the authorizer obtain a token before the server's
+/// refusal stands.
+pub const MAX_AUTHORIZATIONS: u32 = 3;
 
 /// How many redirects one request follows.
 const MAX_REDIRECTS: usize = 5;
@@ -200,7 +205,17 @@ impl HttpTransport {
             .client
             .request(method, &state.config.url)
             .headers(state.headers.clone());
-        if let Some(token) = &state.config.bearer_token {
+        if let Some(authorizer) = &state.config.authorizer {
+            if let Some(token) = authorizer.token() {
+                let mut value = HeaderValue::try_from(format!("Bearer {}", token.secret()))
+                    .map_err(|_| HttpError::Config {
+                        server: state.config.name.clone(),
+                        problem: ConfigProblem::BadToken,
+                    })?;
+                value.set_sensitive(true);
+                request = request.header(reqwest::header::AUTHORIZATION, value);
+            }
+        } else if let Some(token) = &state.config.bearer_token {
             let misconfigured = |problem| HttpError::Config {
                 server: state.config.name.clone(),
                 problem,
@@ -214,6 +229,50 @@ impl HttpTransport {
             request = request.header(reqwest::header::AUTHORIZATION, value);
         }
         Ok(request)
+    }
+
+    /// Sends what `build` makes. A refusal of the token (401, or 403 asking for more
+    /// scope) is handed to the authorizer, when there is one, and the request is made and
+    /// sent again with the new token: at most [`MAX_AUTHORIZATIONS`] times, so a server that
+    /// refuses every token cannot keep the client asking.
+    pub(super) async fn send_authorized(
+        &self,
+        build: impl Fn() -> Result<reqwest::RequestBuilder, HttpError>,
+    ) -> Result<reqwest::Response, HttpError> {
+        let mut authorizations = 0;
+        loop {
+            let response = build()?.send().await.map_err(|e| self.unreachable(e))?;
+            let Some(authorizer) = &self.state.config.authorizer else {
+                return Ok(response);
+            };
+            let status = response.status().as_u16();
+            let challenge = Challenge::parse(
+                status,
+                response
+                    .headers()
+                    .get_all(reqwest::header::WWW_AUTHENTICATE)
+                    .iter()
+                    .filter_map(|v| v.to_str().ok()),
+            );
+            let refused = status == 401 || (status == 403 && challenge.wants_more_scope());
+            if !refused || authorizations == MAX_AUTHORIZATIONS {
+                return Ok(response);
+            }
+            authorizations += 1;
+            tracing::debug!(
+                server = self.server(),
+                status,
+                error = challenge.error.as_deref().unwrap_or("none"),
+                "the server asks for authorization (try {authorizations} of {MAX_AUTHORIZATIONS})"
+            );
+            authorizer
+                .authorize(&challenge)
+                .await
+                .map_err(|source| HttpError::Unauthorized {
+                    server: self.server().to_owned(),
+                    source,
+                })?;
+        }
     }
 
     /// The server's name.

@@ -47,14 +47,17 @@ fn is_transient(failure: &HttpError) -> bool {
 }
 
 impl HttpTransport {
-    pub(super) fn post(&self, body: Vec<u8>) -> Result<reqwest::RequestBuilder, HttpError> {
-        self.post_as(body, None)
+    pub(super) fn post(
+        &self,
+        body: impl Into<bytes::Bytes>,
+    ) -> Result<reqwest::RequestBuilder, HttpError> {
+        self.post_as(body.into(), None)
     }
 
     /// A POST of `body`; a modern request's headers say its version, method and name.
     pub(super) fn post_as(
         &self,
-        body: Vec<u8>,
+        body: bytes::Bytes,
         modern: Option<&StatelessHeaders>,
     ) -> Result<reqwest::RequestBuilder, HttpError> {
         let mut request = self
@@ -218,11 +221,11 @@ impl HttpTransport {
         body: Vec<u8>,
         modern: Option<&StatelessHeaders>,
     ) -> Result<reqwest::Response, HttpError> {
+        // Shared, not copied, by each sending after a new token.
+        let body = bytes::Bytes::from(body);
         let response = self
-            .post_as(body, modern)?
-            .send()
-            .await
-            .map_err(|e| self.unreachable(e))?;
+            .send_authorized(|| self.post_as(body.clone(), modern))
+            .await?;
         if gateway_busy(response.status().as_u16()) {
             return self.check_status(response, None).await;
         }
@@ -295,11 +298,8 @@ impl HttpTransport {
     /// POSTs a body with the session's headers and checks the status.
     pub(super) async fn post_checked(&self, body: Vec<u8>) -> Result<reqwest::Response, HttpError> {
         let sent_session = self.session_id();
-        let response = self
-            .post(body)?
-            .send()
-            .await
-            .map_err(|e| self.unreachable(e))?;
+        let body = bytes::Bytes::from(body);
+        let response = self.send_authorized(|| self.post(body.clone())).await?;
         self.check_status(response, sent_session.as_deref()).await
     }
 }
