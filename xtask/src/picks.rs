@@ -211,6 +211,18 @@ const KNOWN_DUPLICATES: &[(&str, &str)] = &[
     ("block-buffer", "sha2 0.10 and 0.11 (see sha2)"),
     ("crypto-common", "sha2 0.10 and 0.11 (see sha2)"),
     ("cpufeatures", "sha2 0.10 and 0.11 (see sha2)"),
+    (
+        "thiserror",
+        "oauth2 5.0 (maljan-mcp-http's `oauth` feature; its latest release) is on 1, the \
+         workspace on 2",
+    ),
+    ("thiserror-impl", "thiserror 1 and 2 (see thiserror)"),
+    (
+        "rand",
+        "oauth2 5.0 (see thiserror) draws its PKCE verifiers and states with 0.8; the rest \
+         of the tree is on 0.9",
+    ),
+    ("rand_core", "rand 0.8 and 0.9 (see rand)"),
 ];
 
 /// Every crate of which the workspace's normal and build dependencies hold two versions,

@@ -45,7 +45,28 @@ pub struct HttpServer {
     pub headers: Vec<(String, String)>,
     /// The environment variable holding a bearer token, if the server wants one.
     pub bearer_token_env: Option<String>,
+    /// Where tokens come from when the server asks for authorization (OAuth 2.1, say).
+    pub authorizer: Option<SharedAuthorizer>,
 }
+
+/// An [`Authorizer`](maljan_mcp_http::Authorizer) shared by the connections to one server:
+/// equal only to itself.
+#[cfg(feature = "http")]
+#[derive(Debug, Clone)]
+pub struct SharedAuthorizer(pub std::sync::Arc<dyn maljan_mcp_http::Authorizer>);
+
+#[cfg(feature = "http")]
+impl PartialEq for SharedAuthorizer {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::addr_eq(
+            std::sync::Arc::as_ptr(&self.0),
+            std::sync::Arc::as_ptr(&other.0),
+        )
+    }
+}
+
+#[cfg(feature = "http")]
+impl Eq for SharedAuthorizer {}
 
 /// A server the client can connect to.
 ///
@@ -83,6 +104,7 @@ impl ServerConfig {
                 url: url.into(),
                 headers: Vec::new(),
                 bearer_token_env: None,
+                authorizer: None,
             }),
             sample_mount: None,
         }
@@ -117,6 +139,21 @@ impl ServerConfig {
         #[allow(irrefutable_let_patterns)]
         if let ServerTransport::Http(http) = &mut self.transport {
             http.bearer_token_env = Some(variable.into());
+        }
+        self
+    }
+
+    /// Has `authorizer` obtain the tokens an HTTP server asks for (ignored for stdio):
+    /// OAuth 2.1 with `maljan_mcp_http::oauth`, or the caller's own.
+    #[cfg(feature = "http")]
+    pub fn with_authorizer(
+        mut self,
+        authorizer: std::sync::Arc<dyn maljan_mcp_http::Authorizer>,
+    ) -> Self {
+        // Irrefutable when Streamable HTTP is the only transport built.
+        #[allow(irrefutable_let_patterns)]
+        if let ServerTransport::Http(http) = &mut self.transport {
+            http.authorizer = Some(SharedAuthorizer(authorizer));
         }
         self
     }

@@ -42,9 +42,9 @@ mod wire;
 
 pub use call::{CallOptions, CallTrace};
 pub use card::{CardTool, ServerCard, UnavailableTool};
-#[cfg(feature = "http")]
-pub use config::HttpServer;
 pub use config::{ClientSettings, EraChoice, RunLimits, ServerConfig, ServerTransport};
+#[cfg(feature = "http")]
+pub use config::{HttpServer, SharedAuthorizer};
 pub use context::ConnectionContext;
 pub use error::ClientError;
 pub use events::{Recorder, RunEvent};

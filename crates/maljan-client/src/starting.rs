@@ -72,6 +72,7 @@ fn reach(
     let mut http_config = maljan_mcp_http::HttpConfig::new(&config.name, &http.url);
     http_config.headers = http.headers.clone();
     http_config.server_requests = server_requests;
+    http_config.authorizer = http.authorizer.as_ref().map(|a| a.0.clone());
     if let Some(var) = &http.bearer_token_env {
         let token = std::env::var(var).map_err(|_| ClientError::MissingToken {
             server: config.name.clone(),

@@ -6,6 +6,9 @@ mod as_transport;
 mod authorization;
 mod error;
 mod http_transport;
+#[cfg(feature = "oauth")]
+#[cfg_attr(docsrs, doc(cfg(feature = "oauth")))]
+pub mod oauth;
 mod redact;
 mod sse;
 mod waiting;

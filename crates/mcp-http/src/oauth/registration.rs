@@ -1,0 +1,239 @@
+//! How the authorization server knows this client: registered beforehand, by a client ID
+//! metadata document (the client's id is the URL of its metadata), or registered on the
+//! spot (RFC 7591); and how it authenticates at the token endpoint.
+
+use std::fmt;
+
+use futures::StreamExt;
+use serde::Deserialize;
+use url::Url;
+
+use super::discovery::{ServerMetadata, check_transport};
+use super::{OAuthGrant, OAuthSettings};
+use crate::AuthorizationError;
+
+/// The most bytes of a registration answer read.
+const MAX_REGISTRATION_BYTES: usize = 64 * 1024;
+
+/// How the authorization server knows this client.
+#[derive(Clone)]
+#[non_exhaustive]
+pub enum OAuthClient {
+    /// Registered beforehand: its id, and its secret when it has one.
+    Registered {
+        /// The client id.
+        id: String,
+        /// The client secret (a public client has none).
+        secret: Option<String>,
+    },
+    /// Its id is the URL of its client ID metadata document, where the authorization
+    /// server supports those; registered on the spot where it does not.
+    MetadataDocument {
+        /// The document's `https` URL.
+        url: String,
+    },
+    /// Registered on the spot (RFC 7591), where the authorization server allows it.
+    Dynamic,
+}
+
+impl fmt::Debug for OAuthClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OAuthClient::Registered { id, secret } => f
+                .debug_struct("Registered")
+                .field("id", id)
+                .field("secret", &secret.as_ref().map(|_| "<hidden>"))
+                .finish(),
+            OAuthClient::MetadataDocument { url } => f
+                .debug_struct("MetadataDocument")
+                .field("url", url)
+                .finish(),
+            OAuthClient::Dynamic => f.write_str("Dynamic"),
+        }
+    }
+}
+
+/// A client as the authorization server knows it.
+#[derive(Clone)]
+pub(crate) struct RegisteredClient {
+    pub(crate) id: String,
+    pub(crate) secret: Option<String>,
+    /// `client_secret_basic`, `client_secret_post` or `none`.
+    pub(crate) method: String,
+}
+
+/// The token endpoint authentication a client with (or without) a secret uses, among
+/// those the server supports (`client_secret_basic` when it names none, as RFC 8414 says).
+fn method_for(supported: Option<&[String]>, has_secret: bool) -> String {
+    if !has_secret {
+        return "none".to_owned();
+    }
+    let supports = |m: &str| supported.is_none_or(|s| s.iter().any(|x| x == m));
+    let method = if supports("client_secret_basic") {
+        "client_secret_basic"
+    } else if supports("client_secret_post") {
+        "client_secret_post"
+    } else {
+        "client_secret_basic"
+    };
+    method.to_owned()
+}
+
+/// The client to use with the authorization server `server`.
+pub(crate) async fn client_for(
+    http: &reqwest::Client,
+    settings: &OAuthSettings,
+    server: &ServerMetadata,
+    redirect_uri: Option<&str>,
+) -> Result<RegisteredClient, AuthorizationError> {
+    let supported = server.token_endpoint_auth_methods_supported.as_deref();
+    match &settings.client {
+        OAuthClient::Registered { id, secret } => Ok(RegisteredClient {
+            id: id.clone(),
+            secret: secret.clone(),
+            method: method_for(supported, secret.is_some()),
+        }),
+        OAuthClient::MetadataDocument { url } if server.client_id_metadata_document_supported => {
+            Ok(RegisteredClient {
+                id: url.clone(),
+                secret: None,
+                method: "none".to_owned(),
+            })
+        }
+        OAuthClient::MetadataDocument { .. } | OAuthClient::Dynamic => {
+            register(http, settings, server, redirect_uri).await
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct Registration {
+    client_id: String,
+    client_secret: Option<String>,
+    token_endpoint_auth_method: Option<String>,
+}
+
+/// Registers on the spot (RFC 7591).
+async fn register(
+    http: &reqwest::Client,
+    settings: &OAuthSettings,
+    server: &ServerMetadata,
+    redirect_uri: Option<&str>,
+) -> Result<RegisteredClient, AuthorizationError> {
+    let endpoint = server.registration_endpoint.as_deref().ok_or_else(|| {
+        AuthorizationError::new(
+            "the authorization server registers no clients on the spot and this client is not registered with it",
+            "register a client with the authorization server and configure its id (and secret)",
+        )
+    })?;
+    let url = Url::parse(endpoint).map_err(|e| {
+        AuthorizationError::new(
+            format!("the registration endpoint {endpoint:?} is not a URL: {e}"),
+            "the server's metadata is not usable",
+        )
+    })?;
+    check_transport(&url, "the registration endpoint")?;
+    let supported = server.token_endpoint_auth_methods_supported.as_deref();
+    let (grant_types, asked_method) = match settings.grant {
+        OAuthGrant::AuthorizationCode(_) => {
+            // A public client where the server allows it: no secret to keep.
+            let public = supported.is_none_or(|s| s.iter().any(|m| m == "none"));
+            let method = if public {
+                "none".to_owned()
+            } else {
+                method_for(supported, true)
+            };
+            (vec!["authorization_code", "refresh_token"], method)
+        }
+        OAuthGrant::ClientCredentials => (vec!["client_credentials"], method_for(supported, true)),
+    };
+    let mut body = serde_json::json!({
+        "client_name": settings.client_name,
+        "grant_types": grant_types,
+        "token_endpoint_auth_method": asked_method,
+    });
+    if let Some(redirect) = redirect_uri {
+        body["redirect_uris"] = serde_json::json!([redirect]);
+        body["response_types"] = serde_json::json!(["code"]);
+    }
+    let refused = |what: String| {
+        AuthorizationError::new(
+            what,
+            "register a client with the authorization server and configure its id instead",
+        )
+    };
+    let response = http
+        .post(url)
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .map_err(|e| {
+            refused(format!(
+                "the registration endpoint could not be reached: {}",
+                e.without_url()
+            ))
+        })?;
+    let status = response.status();
+    let mut answer = Vec::new();
+    let mut stream = response.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| {
+            refused(format!(
+                "the registration answer was cut: {}",
+                e.without_url()
+            ))
+        })?;
+        if answer.len() + chunk.len() > MAX_REGISTRATION_BYTES {
+            return Err(refused(format!(
+                "the registration answer is over {MAX_REGISTRATION_BYTES} bytes"
+            )));
+        }
+        answer.extend_from_slice(&chunk);
+    }
+    if !status.is_success() {
+        return Err(refused(format!(
+            "the registration was refused: HTTP {}: {}",
+            status.as_u16(),
+            maljan_mcp_proto::untrusted_text::escape_controls(
+                &String::from_utf8_lossy(&answer)
+                    .chars()
+                    .take(200)
+                    .collect::<String>()
+            )
+        )));
+    }
+    let registration: Registration = serde_json::from_slice(&answer)
+        .map_err(|e| refused(format!("the registration answer is not one: {e}")))?;
+    let method = registration
+        .token_endpoint_auth_method
+        .unwrap_or(asked_method);
+    Ok(RegisteredClient {
+        id: registration.client_id,
+        secret: registration.client_secret,
+        method,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_client_authenticates_as_the_server_allows() {
+        let only = |m: &str| Some(vec![m.to_owned()]);
+        assert_eq!(method_for(None, true), "client_secret_basic");
+        assert_eq!(
+            method_for(only("client_secret_post").as_deref(), true),
+            "client_secret_post"
+        );
+        assert_eq!(
+            method_for(only("client_secret_basic").as_deref(), true),
+            "client_secret_basic"
+        );
+        assert_eq!(
+            method_for(only("client_secret_post").as_deref(), false),
+            "none"
+        );
+    }
+}
