@@ -28,7 +28,7 @@ const CLIENT_SCENARIOS: [&str; 4] = [
 
 /// The authorization scenarios, by group: all 22 of the suite's, against our client's
 /// OAuth (`maljan_mcp_http::oauth`).
-const AUTH_GROUPS: [(&str, &[&str]); 5] = [
+const AUTH_GROUPS: [(&str, &[&str]); 4] = [
     (
         "discovery",
         &[
@@ -63,29 +63,13 @@ const AUTH_GROUPS: [(&str, &[&str]); 5] = [
             "auth/offline-access-not-supported",
         ],
     ),
-    ("unattended", &["auth/client-credentials-basic"]),
     (
-        "not yet supported",
+        "unattended",
         &[
+            "auth/client-credentials-basic",
             "auth/client-credentials-jwt",
             "auth/cross-app-access-complete-flow",
         ],
-    ),
-];
-
-/// The group whose scenarios the client does not pass yet, each reported with why: their
-/// failures are printed, not counted against the run.
-const NOT_YET: &str = "not yet supported";
-
-/// Why each scenario of [`NOT_YET`] is not passed.
-const NOT_YET_WHY: [(&str, &str); 2] = [
-    (
-        "auth/client-credentials-jwt",
-        "private_key_jwt (a signed client assertion) is not built yet",
-    ),
-    (
-        "auth/cross-app-access-complete-flow",
-        "enterprise-managed authorization (SEP-990 token exchange) is not built",
     ),
 ];
 
@@ -228,13 +212,7 @@ pub(crate) fn run_conformance() -> Result<(), String> {
             }
             add(&mut tally, one);
         }
-        if group == NOT_YET {
-            for (name, why) in NOT_YET_WHY {
-                auth_lines.push(format!("xtask conformance:   {name}: not passed: {why}"));
-            }
-        } else {
-            auth_failed += tally.failed;
-        }
+        auth_failed += tally.failed;
         auth_lines.push(format!(
             "xtask conformance: our client's authorization, {group}: {scenarios_passed} of {} scenarios passed ({} checks passed, {} failed)",
             names.len(),

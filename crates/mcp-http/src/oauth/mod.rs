@@ -21,7 +21,9 @@
 //! # Ok(()) }
 //! ```
 
+mod assertion;
 mod discovery;
+mod identity_assertion;
 mod registration;
 
 use std::fmt;
@@ -39,6 +41,7 @@ use url::Url;
 
 use crate::{AccessToken, AuthorizationError, AuthorizeFuture, Authorizer, Challenge};
 use discovery::{Discovered, check_transport};
+pub use identity_assertion::IdentityProvider;
 pub use registration::OAuthClient;
 use registration::RegisteredClient;
 
@@ -64,6 +67,9 @@ pub enum OAuthGrant {
     AuthorizationCode(Arc<dyn UserAgent>),
     /// Nobody watches: the client's own credentials (`client_credentials`).
     ClientCredentials,
+    /// The person's identity provider vouches for them (SEP-990): its ID token exchanged
+    /// for an identity assertion grant, exchanged in turn for the access token.
+    IdentityAssertion(IdentityProvider),
 }
 
 /// An OAuth client's settings for one server.
@@ -247,6 +253,9 @@ impl OAuth {
                 .exchange_refresh_token(&refresh)
                 .map_err(|e| oauth_error(e, "the authorization server has no token endpoint"))?
                 .add_extra_param("resource", discovered.resource.clone());
+            let request = assertion_params(client, &discovered)?
+                .into_iter()
+                .fold(request, |r, (k, v)| r.add_extra_param(k, v));
             match request.request_async(&self.http).await {
                 Ok(token) => {
                     let scopes = held.map(|h| h.scopes).unwrap_or_default();
@@ -259,7 +268,7 @@ impl OAuth {
         if learnt.client.is_none() {
             let redirect = match &self.settings.grant {
                 OAuthGrant::AuthorizationCode(agent) => Some(agent.redirect_uri()),
-                OAuthGrant::ClientCredentials => None,
+                OAuthGrant::ClientCredentials | OAuthGrant::IdentityAssertion(_) => None,
             };
             learnt.client = Some(
                 registration::client_for(
@@ -281,14 +290,23 @@ impl OAuth {
         match &self.settings.grant {
             OAuthGrant::ClientCredentials => {
                 let oauth = self.client(&client, &discovered, None)?;
-                let token = oauth
+                let request = oauth
                     .exchange_client_credentials()
                     .map_err(|e| oauth_error(e, "the authorization server has no token endpoint"))?
                     .add_scopes(scopes.iter().cloned().map(Scope::new))
-                    .add_extra_param("resource", discovered.resource.clone())
+                    .add_extra_param("resource", discovered.resource.clone());
+                let token = assertion_params(&client, &discovered)?
+                    .into_iter()
+                    .fold(request, |r, (k, v)| r.add_extra_param(k, v))
                     .request_async(&self.http)
                     .await
                     .map_err(|e| token_refused(&e))?;
+                self.hold(&token, &scopes);
+            }
+            OAuthGrant::IdentityAssertion(provider) => {
+                let token = self
+                    .by_identity_assertion(provider, &client, &discovered, &scopes)
+                    .await?;
                 self.hold(&token, &scopes);
             }
             OAuthGrant::AuthorizationCode(agent) => {
@@ -316,11 +334,14 @@ impl OAuth {
                     .url();
                 let back = agent.visit(&url).await?;
                 let code = code_from(&back, state.secret())?;
-                let token = oauth
+                let request = oauth
                     .exchange_code(AuthorizationCode::new(code))
                     .map_err(|e| oauth_error(e, "the authorization server has no token endpoint"))?
                     .set_pkce_verifier(verifier)
-                    .add_extra_param("resource", discovered.resource.clone())
+                    .add_extra_param("resource", discovered.resource.clone());
+                let token = assertion_params(&client, &discovered)?
+                    .into_iter()
+                    .fold(request, |r, (k, v)| r.add_extra_param(k, v))
                     .request_async(&self.http)
                     .await
                     .map_err(|e| token_refused(&e))?;
@@ -328,6 +349,65 @@ impl OAuth {
             }
         }
         Ok(())
+    }
+
+    /// The access token the identity provider's assertion buys at the authorization server.
+    async fn by_identity_assertion(
+        &self,
+        provider: &IdentityProvider,
+        client: &RegisteredClient,
+        discovered: &Discovered,
+        scopes: &[String],
+    ) -> Result<oauth2::basic::BasicTokenResponse, AuthorizationError> {
+        let audience = discovered
+            .server
+            .issuer
+            .clone()
+            .unwrap_or_else(|| discovered.server.token_endpoint.clone());
+        let scope = scopes.join(" ");
+        let assertion = identity_assertion::identity_assertion(
+            &self.http,
+            provider,
+            &audience,
+            &discovered.resource,
+            &scope,
+        )
+        .await?;
+        let mut form = vec![
+            ("grant_type", identity_assertion::JWT_BEARER),
+            ("assertion", assertion.as_str()),
+            ("resource", discovered.resource.as_str()),
+        ];
+        if !scope.is_empty() {
+            form.push(("scope", scope.as_str()));
+        }
+        let secret = client.secret.as_deref();
+        let basic = match (client.method.as_str(), secret) {
+            ("client_secret_basic", Some(secret)) => Some((client.id.as_str(), secret)),
+            ("client_secret_post", Some(secret)) => {
+                form.push(("client_id", client.id.as_str()));
+                form.push(("client_secret", secret));
+                None
+            }
+            _ => {
+                form.push(("client_id", client.id.as_str()));
+                None
+            }
+        };
+        let body = identity_assertion::post_form(
+            &self.http,
+            &discovered.server.token_endpoint,
+            &form,
+            basic,
+            "the token endpoint",
+        )
+        .await?;
+        serde_json::from_slice(&body).map_err(|e| {
+            oauth_error(
+                format!("the token endpoint's answer is not a token: {e}"),
+                "check the authorization server",
+            )
+        })
     }
 
     /// The `oauth2` client for the authorization server, authenticating as `client` says.
@@ -387,6 +467,34 @@ impl OAuth {
         }
         Ok(oauth)
     }
+}
+
+/// The token request's client assertion, for a client that signs them.
+fn assertion_params(
+    client: &RegisteredClient,
+    discovered: &Discovered,
+) -> Result<Vec<(&'static str, String)>, AuthorizationError> {
+    let Some(key) = client
+        .key
+        .as_ref()
+        .filter(|_| client.method == "private_key_jwt")
+    else {
+        return Ok(Vec::new());
+    };
+    // RFC 7523bis: the audience is the authorization server's issuer identifier.
+    let audience = discovered
+        .server
+        .issuer
+        .clone()
+        .unwrap_or_else(|| discovered.server.token_endpoint.clone());
+    let signed = assertion::client_assertion(&client.id, key, &audience)?;
+    Ok(vec![
+        (
+            "client_assertion_type",
+            assertion::ASSERTION_TYPE.to_owned(),
+        ),
+        ("client_assertion", signed),
+    ])
 }
 
 /// The code the authorization server sent back, once its `state` is checked.

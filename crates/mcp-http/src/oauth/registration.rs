@@ -8,6 +8,7 @@ use futures::StreamExt;
 use serde::Deserialize;
 use url::Url;
 
+use super::assertion::SigningKey;
 use super::discovery::{ServerMetadata, check_transport};
 use super::{OAuthGrant, OAuthSettings};
 use crate::AuthorizationError;
@@ -25,6 +26,16 @@ pub enum OAuthClient {
         id: String,
         /// The client secret (a public client has none).
         secret: Option<String>,
+    },
+    /// Registered beforehand with its public key: it authenticates with a JWT its private
+    /// key signs (`private_key_jwt`), never sending a secret.
+    KeyRegistered {
+        /// The client id.
+        id: String,
+        /// The private key, as PEM (PKCS#8 for EC and Ed25519 keys, PKCS#1 or #8 for RSA).
+        private_key_pem: String,
+        /// The algorithm it signs with: `ES256`, `RS256`, `EdDSA`…
+        algorithm: String,
     },
     /// Its id is the URL of its client ID metadata document, where the authorization
     /// server supports those; registered on the spot where it does not.
@@ -44,6 +55,12 @@ impl fmt::Debug for OAuthClient {
                 .field("id", id)
                 .field("secret", &secret.as_ref().map(|_| "<hidden>"))
                 .finish(),
+            OAuthClient::KeyRegistered { id, algorithm, .. } => f
+                .debug_struct("KeyRegistered")
+                .field("id", id)
+                .field("private_key_pem", &"<hidden>")
+                .field("algorithm", algorithm)
+                .finish(),
             OAuthClient::MetadataDocument { url } => f
                 .debug_struct("MetadataDocument")
                 .field("url", url)
@@ -58,8 +75,10 @@ impl fmt::Debug for OAuthClient {
 pub(crate) struct RegisteredClient {
     pub(crate) id: String,
     pub(crate) secret: Option<String>,
-    /// `client_secret_basic`, `client_secret_post` or `none`.
+    /// `client_secret_basic`, `client_secret_post`, `private_key_jwt` or `none`.
     pub(crate) method: String,
+    /// The key its assertions are signed with (`private_key_jwt`).
+    pub(crate) key: Option<SigningKey>,
 }
 
 /// The token endpoint authentication a client with (or without) a secret uses, among
@@ -92,12 +111,27 @@ pub(crate) async fn client_for(
             id: id.clone(),
             secret: secret.clone(),
             method: method_for(supported, secret.is_some()),
+            key: None,
+        }),
+        OAuthClient::KeyRegistered {
+            id,
+            private_key_pem,
+            algorithm,
+        } => Ok(RegisteredClient {
+            id: id.clone(),
+            secret: None,
+            method: "private_key_jwt".to_owned(),
+            key: Some(SigningKey {
+                pem: private_key_pem.clone(),
+                algorithm: algorithm.clone(),
+            }),
         }),
         OAuthClient::MetadataDocument { url } if server.client_id_metadata_document_supported => {
             Ok(RegisteredClient {
                 id: url.clone(),
                 secret: None,
                 method: "none".to_owned(),
+                key: None,
             })
         }
         OAuthClient::MetadataDocument { .. } | OAuthClient::Dynamic => {
@@ -146,6 +180,10 @@ async fn register(
             (vec!["authorization_code", "refresh_token"], method)
         }
         OAuthGrant::ClientCredentials => (vec!["client_credentials"], method_for(supported, true)),
+        OAuthGrant::IdentityAssertion(_) => (
+            vec![super::identity_assertion::JWT_BEARER],
+            method_for(supported, true),
+        ),
     };
     let mut body = serde_json::json!({
         "client_name": settings.client_name,
@@ -212,6 +250,7 @@ async fn register(
         id: registration.client_id,
         secret: registration.client_secret,
         method,
+        key: None,
     })
 }
 

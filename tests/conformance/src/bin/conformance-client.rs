@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use maljan_mcp_http::AuthorizationError;
-use maljan_mcp_http::oauth::{OAuth, OAuthClient, OAuthGrant, OAuthSettings, UserAgent};
+use maljan_mcp_http::oauth::{
+    IdentityProvider, OAuth, OAuthClient, OAuthGrant, OAuthSettings, UserAgent,
+};
 
 use maljan_client::{
     ClientSettings, ConnectionContext, ElicitationPolicy, ServerConfig, ServerConnection,
@@ -106,17 +108,32 @@ fn authorizer(url: &str, scenario: &str) -> Result<Arc<OAuth>, String> {
         .and_then(|c| serde_json::from_str(&c).ok())
         .unwrap_or_default();
     let text = |key: &str| context[key].as_str().map(str::to_owned);
-    let client = match text("client_id") {
-        Some(id) => OAuthClient::Registered {
+    let client = match (text("client_id"), text("private_key_pem")) {
+        (Some(id), Some(private_key_pem)) => OAuthClient::KeyRegistered {
+            id,
+            private_key_pem,
+            algorithm: text("signing_algorithm").unwrap_or_else(|| "ES256".to_owned()),
+        },
+        (Some(id), None) => OAuthClient::Registered {
             id,
             secret: text("client_secret"),
         },
-        None => OAuthClient::MetadataDocument {
+        (None, _) => OAuthClient::MetadataDocument {
             url: METADATA_DOCUMENT.to_owned(),
         },
     };
     let grant = if scenario.starts_with("auth/client-credentials") {
         OAuthGrant::ClientCredentials
+    } else if let (Some(token_endpoint), Some(client_id), Some(id_token)) = (
+        text("idp_token_endpoint"),
+        text("idp_client_id"),
+        text("idp_id_token"),
+    ) {
+        OAuthGrant::IdentityAssertion(IdentityProvider {
+            token_endpoint,
+            client_id,
+            id_token,
+        })
     } else {
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
