@@ -2,6 +2,7 @@
 //! ecosystem's `mcpServers` JSON, and one named on the command line after `--`.
 
 mod mcp_servers;
+mod oauth;
 mod store;
 
 pub(crate) use store::StoreSection;
@@ -17,6 +18,7 @@ use maljan_client::{
 use serde::Deserialize;
 
 use crate::error::CliError;
+use oauth::OAuthSection;
 
 /// The name of the bundled reference sidecar.
 pub(crate) const BUNDLED: &str = "sidecar";
@@ -31,6 +33,10 @@ pub(crate) const BUNDLED: &str = "sidecar";
 /// url = "https://analysis.example/mcp"
 /// headers = { X-Team = "triage" }
 /// bearer_token_env = "ANALYSIS_TOKEN"
+///
+/// [servers.protected]
+/// url = "https://mcp.example.com/mcp"
+/// oauth = { client_id = "triage-worker", client_secret_env = "PROTECTED_SECRET" }
 ///
 /// [servers.analysis]
 /// command = "python3"
@@ -101,6 +107,7 @@ struct ServerEntry {
     #[serde(default)]
     headers: BTreeMap<String, String>,
     bearer_token_env: Option<String>,
+    oauth: Option<OAuthSection>,
     #[serde(default)]
     args: Vec<String>,
     #[serde(default)]
@@ -184,14 +191,24 @@ impl Config {
                     ServerConfig::stdio(name.clone(), command)
                 }
                 (None, Some(url)) => {
-                    let mut config = ServerConfig::http(name.clone(), url);
+                    let mut config = ServerConfig::http(name.clone(), url.clone());
                     for (header, value) in entry.headers {
                         config = config.with_header(header, value);
                     }
-                    match entry.bearer_token_env {
-                        Some(variable) => config.with_bearer_token_env(variable),
-                        None => config,
+                    if let Some(variable) = entry.bearer_token_env {
+                        config = config.with_bearer_token_env(variable);
                     }
+                    if let Some(oauth) = &entry.oauth {
+                        let authorizer =
+                            oauth
+                                .authorizer(&name, &url)
+                                .map_err(|detail| CliError::Config {
+                                    path: path.map(Path::to_owned).unwrap_or_default(),
+                                    detail,
+                                })?;
+                        config = config.with_authorizer(std::sync::Arc::new(authorizer));
+                    }
+                    config
                 }
                 _ => {
                     return Err(CliError::Config {
