@@ -47,6 +47,37 @@ use registration::RegisteredClient;
 
 /// Where a person approves the authorization: a browser the client opens, or any other way
 /// to visit the authorization URL and come back with the address it redirected to.
+///
+/// ```
+/// use std::{future::Future, pin::Pin};
+/// use maljan_mcp_http::AuthorizationError;
+/// use maljan_mcp_http::oauth::UserAgent;
+/// use url::Url;
+///
+/// /// Prints the URL and reads back, from standard input, the address the browser ended on.
+/// #[derive(Debug)]
+/// struct Terminal;
+///
+/// impl UserAgent for Terminal {
+///     fn redirect_uri(&self) -> String {
+///         "http://127.0.0.1:8976/callback".to_owned()
+///     }
+///     fn visit<'a>(
+///         &'a self,
+///         url: &'a Url,
+///     ) -> Pin<Box<dyn Future<Output = Result<Url, AuthorizationError>> + Send + 'a>> {
+///         Box::pin(async move {
+///             eprintln!("open {url} and paste the address you end on:");
+///             let mut line = String::new();
+///             std::io::stdin().read_line(&mut line).map_err(|e| {
+///                 AuthorizationError::new(e.to_string(), "paste the address")
+///             })?;
+///             Url::parse(line.trim()).map_err(|e| AuthorizationError::new(e.to_string(), "paste the whole address"))
+///         })
+///     }
+/// }
+/// assert!(Terminal.redirect_uri().starts_with("http://127.0.0.1"));
+/// ```
 pub trait UserAgent: Send + Sync + fmt::Debug {
     /// The redirect URI the authorization server sends the person back to.
     fn redirect_uri(&self) -> String;
@@ -60,6 +91,18 @@ pub trait UserAgent: Send + Sync + fmt::Debug {
 }
 
 /// How tokens are obtained.
+///
+/// ```
+/// use maljan_mcp_http::oauth::{IdentityProvider, OAuthGrant};
+/// let unattended = OAuthGrant::ClientCredentials;
+/// let enterprise = OAuthGrant::IdentityAssertion(IdentityProvider {
+///     token_endpoint: "https://idp.example.com/token".into(),
+///     client_id: "maljan".into(),
+///     id_token: "eyJ…".into(),
+/// });
+/// assert!(!format!("{enterprise:?}").contains("eyJ"));
+/// # let _ = unattended;
+/// ```
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub enum OAuthGrant {
@@ -188,6 +231,15 @@ fn scopes_to_ask(
 
 impl OAuth {
     /// An authorizer for the server at `server_url`.
+    ///
+    /// ```
+    /// use maljan_mcp_http::Authorizer;
+    /// use maljan_mcp_http::oauth::{OAuth, OAuthClient, OAuthGrant, OAuthSettings};
+    /// let settings = OAuthSettings::new(OAuthClient::Dynamic, OAuthGrant::ClientCredentials);
+    /// let oauth = OAuth::new("https://mcp.example.com/mcp", settings).unwrap();
+    /// assert!(oauth.token().is_none(), "no token before the server asks");
+    /// assert!(OAuth::new("not a url", OAuthSettings::new(OAuthClient::Dynamic, OAuthGrant::ClientCredentials)).is_err());
+    /// ```
     pub fn new(server_url: &str, settings: OAuthSettings) -> Result<OAuth, AuthorizationError> {
         let server = Url::parse(server_url).map_err(|e| {
             oauth_error(
