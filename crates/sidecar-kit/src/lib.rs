@@ -29,7 +29,8 @@ pub use file_primitives::{
 #[cfg(feature = "http")]
 pub use http::{
     BODY_TIMEOUT, HEADER_TIMEOUT, HttpOptions, MAX_BODY_BYTES_HELD, MAX_CONNECTIONS,
-    MAX_CONNECTIONS_PER_PEER, MAX_REQUEST_BYTES, MAX_SESSIONS, MAX_SESSIONS_PER_PEER, SESSION_IDLE,
+    MAX_CONNECTIONS_PER_PEER, MAX_REQUEST_BYTES, MAX_SESSIONS, MAX_SESSIONS_PER_PEER,
+    ProtectedResource, SESSION_IDLE,
 };
 pub use job::{JOB_DIR_ENV, JobDir};
 pub use logging::log_to_stderr;

@@ -9,6 +9,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::HttpOptions;
+use super::protected_resource::TokenRefusal;
 
 /// A caller let in: where it calls from, and the token it showed (its sha256), to which
 /// its stateless jobs are bound.
@@ -59,6 +60,9 @@ pub(super) enum CallerRefusal {
     Host(String),
     /// A browser's `Origin` not allowed (403).
     Origin(String),
+    /// OAuth: no token, a token not of this resource (401) or without its scopes (403),
+    /// with the challenge to send.
+    Authorization(TokenRefusal, String),
 }
 
 impl IntoResponse for CallerRefusal {
@@ -74,6 +78,29 @@ impl IntoResponse for CallerRefusal {
                 response
                     .headers_mut()
                     .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+                response
+            }
+            CallerRefusal::Authorization(refusal, challenge) => {
+                let (status, why) = match refusal {
+                    TokenRefusal::Missing => (
+                        StatusCode::UNAUTHORIZED,
+                        "an access token is required; the WWW-Authenticate header names where to get one".to_owned(),
+                    ),
+                    TokenRefusal::Invalid(why) => (
+                        StatusCode::UNAUTHORIZED,
+                        format!("the access token is refused: {why}"),
+                    ),
+                    TokenRefusal::Scope => (
+                        StatusCode::FORBIDDEN,
+                        "the access token lacks the scopes this server requires".to_owned(),
+                    ),
+                };
+                let mut response = refuse(status, why);
+                if let Ok(value) = HeaderValue::try_from(challenge) {
+                    response
+                        .headers_mut()
+                        .insert(header::WWW_AUTHENTICATE, value);
+                }
                 response
             }
             CallerRefusal::Host(host) => refuse(
@@ -96,12 +123,21 @@ pub(super) fn check_caller(
     peer: SocketAddr,
     headers: &HeaderMap,
 ) -> Result<Caller, CallerRefusal> {
-    let given = headers
+    let bearer = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .map(|token| <[u8; 32]>::from(Sha256::digest(token.trim().as_bytes())));
-    if let Some(expected) = &options.token_digest {
+        .map(str::trim);
+    let mut given = bearer.map(|token| <[u8; 32]>::from(Sha256::digest(token.as_bytes())));
+    if let Some(resource) = &options.protected {
+        match resource.check(bearer) {
+            Ok(binding) => given = Some(binding),
+            Err(refusal) => {
+                let challenge = resource.challenge(&refusal);
+                return Err(CallerRefusal::Authorization(refusal, challenge));
+            }
+        }
+    } else if let Some(expected) = &options.token_digest {
         let matches = given.is_some_and(|given| bool::from(given.ct_eq(expected)));
         if !matches {
             return Err(CallerRefusal::Token);
@@ -136,9 +172,10 @@ pub(super) fn check_caller(
             return Err(CallerRefusal::Origin(origin.to_owned()));
         }
     }
+    let bound = options.token_digest.is_some() || options.protected.is_some();
     Ok(Caller {
         peer: peer.ip(),
-        token: options.token_digest.and(given),
+        token: given.filter(|_| bound),
     })
 }
 

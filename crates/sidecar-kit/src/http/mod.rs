@@ -11,6 +11,7 @@
 mod access;
 mod connections;
 mod options;
+mod protected_resource;
 mod session_era;
 mod sessions;
 mod stateless;
@@ -43,6 +44,7 @@ pub use options::{
     BODY_TIMEOUT, HEADER_TIMEOUT, HttpOptions, MAX_BODY_BYTES_HELD, MAX_CONNECTIONS,
     MAX_CONNECTIONS_PER_PEER, MAX_REQUEST_BYTES, MAX_SESSIONS, MAX_SESSIONS_PER_PEER, SESSION_IDLE,
 };
+pub use protected_resource::ProtectedResource;
 use session_era::{handle_delete, initialize, session_post};
 use sessions::Sessions;
 use stateless::stateless_post;
@@ -274,7 +276,7 @@ impl Server {
     ) -> io::Result<()> {
         let local: SocketAddr = listener.local_addr()?;
         let loopback = local.ip().is_loopback();
-        if !loopback && options.token_digest.is_none() {
+        if !loopback && options.token_digest.is_none() && options.protected.is_none() {
             return Err(io::Error::new(
                 io::ErrorKind::PermissionDenied,
                 format!(
@@ -303,14 +305,21 @@ impl Server {
             loopback,
         });
         let expiry = tokio::spawn(expire_idle_jobs(state.clone()));
-        let app = Router::new()
-            .route(
-                "/mcp",
-                post(handle_post)
-                    .delete(handle_delete)
-                    .get(|| async { StatusCode::METHOD_NOT_ALLOWED }),
-            )
-            .with_state(state.clone());
+        let mut app = Router::new().route(
+            "/mcp",
+            post(handle_post)
+                .delete(handle_delete)
+                .get(|| async { StatusCode::METHOD_NOT_ALLOWED }),
+        );
+        if let Some(resource) = &state.options.protected {
+            // Read by clients before they hold a token: served to anyone.
+            let metadata = axum::Json(resource.metadata());
+            app = app.route(
+                &resource.metadata_path(),
+                axum::routing::get(move || async move { metadata.clone() }),
+            );
+        }
+        let app = app.with_state(state.clone());
         serve_connections(listener, app, &state.options, shutdown).await;
         expiry.abort();
         state.sessions.end_all();

@@ -52,6 +52,8 @@ pub struct HttpOptions {
     /// The sha256 of the token: compared in constant time, never kept in clear.
     pub(super) token_digest: Option<[u8; 32]>,
     pub(super) allowed_hosts: Vec<String>,
+    /// OAuth 2.1: the tokens of an authorization server, instead of one bearer token.
+    pub(super) protected: Option<super::ProtectedResource>,
     pub(super) max_sessions: usize,
     pub(super) max_sessions_per_peer: usize,
     pub(super) session_idle: Duration,
@@ -66,6 +68,7 @@ impl std::fmt::Debug for HttpOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HttpOptions")
             .field("bearer_token", &self.token_digest.map(|_| "(redacted)"))
+            .field("protected_resource", &self.protected)
             .field("allowed_hosts", &self.allowed_hosts)
             .field("max_sessions", &self.max_sessions)
             .field("max_sessions_per_peer", &self.max_sessions_per_peer)
@@ -83,6 +86,7 @@ impl Default for HttpOptions {
     fn default() -> Self {
         HttpOptions {
             token_digest: None,
+            protected: None,
             allowed_hosts: Vec::new(),
             max_sessions: MAX_SESSIONS,
             max_sessions_per_peer: MAX_SESSIONS_PER_PEER,
@@ -101,6 +105,14 @@ impl HttpOptions {
     /// loopback.
     pub fn bearer_token(mut self, token: impl AsRef<[u8]>) -> Self {
         self.token_digest = Some(Sha256::digest(token.as_ref()).into());
+        self
+    }
+
+    /// Lets in only callers with an access token `resource`'s authorization server issued
+    /// for it (OAuth 2.1), and publishes the resource's metadata; the single bearer token
+    /// is then not used.
+    pub fn protected_resource(mut self, resource: super::ProtectedResource) -> Self {
+        self.protected = Some(resource);
         self
     }
 
