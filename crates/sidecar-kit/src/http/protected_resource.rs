@@ -201,6 +201,15 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        #[test]
+        fn any_bearer_value_is_refused_without_panicking(token in "[A-Za-z0-9._~+/=-]{0,400}") {
+            let keys = r#"{"keys":[{"kty":"EC","crv":"P-256","kid":"k","x":"f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU","y":"x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"}]}"#;
+            let resource = ProtectedResource::new("https://h/mcp", "https://a", keys).unwrap();
+            proptest::prop_assert!(resource.check(Some(&token)).is_err());
+        }
+    }
+
     #[test]
     fn what_is_no_token_of_the_issuers_is_refused_as_invalid() {
         let resource =
