@@ -72,13 +72,14 @@ pub async fn serve_http(addr: &str, options: HttpOptions, server: Server) -> std
     if let Ok(wanted) = addr.parse::<std::net::SocketAddr>()
         && !wanted.ip().is_loopback()
         && !options.has_bearer_token()
+        && !options.is_protected_resource()
     {
         return Err(std::io::Error::new(
             std::io::ErrorKind::PermissionDenied,
             format!(
                 "refusing to serve {wanted} without a bearer token: anyone who reaches the \
-                 port could call the tools; name one (--token-file or --token-env) or bind \
-                 127.0.0.1"
+                 port could call the tools; name one (--token-file or --token-env), serve \
+                 as an OAuth protected resource (--oauth-resource) or bind 127.0.0.1"
             ),
         ));
     }

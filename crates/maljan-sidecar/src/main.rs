@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use maljan_confine::Root;
-use maljan_sidecar_kit::{CallLimits, HttpOptions, TransferLimits};
+use maljan_sidecar_kit::{CallLimits, HttpOptions, ProtectedResource, TransferLimits};
 
 /// The server decodes, hashes and encodes multi-MiB file chunks on a pool of blocking
 /// threads: mimalloc reuses those buffers across threads where the system allocator's
@@ -38,6 +38,25 @@ struct Options {
     /// An environment variable holding the bearer token HTTP clients must send.
     #[arg(long, value_name = "VAR", requires = "http")]
     token_env: Option<String>,
+    /// Serve as an OAuth 2.1 protected resource at this URL (the audience of its tokens;
+    /// say https://analysis.example.com/mcp), instead of with one bearer token: callers need
+    /// an access token of --oauth-issuer, checked against the keys of --oauth-jwks-file.
+    #[arg(
+        long,
+        value_name = "URL",
+        requires_all = ["http", "oauth_issuer", "oauth_jwks_file"],
+        conflicts_with_all = ["token_file", "token_env"]
+    )]
+    oauth_resource: Option<String>,
+    /// The authorization server whose access tokens are let in (its issuer identifier).
+    #[arg(long, value_name = "URL", requires = "oauth_resource")]
+    oauth_issuer: Option<String>,
+    /// The authorization server's signing keys: its JWK set, as its jwks_uri serves it.
+    #[arg(long, value_name = "PATH", requires = "oauth_resource")]
+    oauth_jwks_file: Option<PathBuf>,
+    /// A scope every access token must hold; repeat for more.
+    #[arg(long, value_name = "SCOPE", requires = "oauth_resource")]
+    oauth_scope: Vec<String>,
     /// A host name (name or name:port) HTTP clients may address the server by; repeat for
     /// more. Default: any, with a token; loopback names only, on loopback.
     #[arg(long, value_name = "HOST", requires = "http")]
@@ -113,6 +132,27 @@ fn token(options: &Options) -> Result<Option<String>, String> {
     Ok(Some(token))
 }
 
+/// The OAuth 2.1 protected resource the options name, when they name one.
+fn protected_resource(options: &Options) -> Result<Option<ProtectedResource>, String> {
+    let (Some(resource), Some(issuer), Some(jwks)) = (
+        &options.oauth_resource,
+        &options.oauth_issuer,
+        &options.oauth_jwks_file,
+    ) else {
+        return Ok(None);
+    };
+    let keys = std::fs::read_to_string(jwks)
+        .map_err(|e| format!("the JWK set {} cannot be read: {e}", jwks.display()))?;
+    let protected =
+        ProtectedResource::new(resource.as_str(), issuer.as_str(), &keys).map_err(|e| {
+            format!(
+                "{} is not a JWK set ({e}); save what the authorization server's jwks_uri serves",
+                jwks.display()
+            )
+        })?;
+    Ok(Some(protected.require_scopes(options.oauth_scope.clone())))
+}
+
 async fn run(options: Options) -> Result<(), String> {
     let roots = options
         .root
@@ -143,6 +183,9 @@ async fn run(options: Options) -> Result<(), String> {
                 .max_body_bytes_held(options.max_body_bytes_held);
             if let Some(token) = token(&options)? {
                 http = http.bearer_token(token);
+            }
+            if let Some(resource) = protected_resource(&options)? {
+                http = http.protected_resource(resource);
             }
             for host in &options.allowed_host {
                 http = http.allowed_host(host);

@@ -760,3 +760,58 @@ async fn a_client_that_goes_away_stops_the_work_it_asked_for() {
         "the sidecar kept working for a client that is gone"
     );
 }
+
+#[test]
+fn as_an_oauth_protected_resource_it_names_its_metadata_and_refuses_callers_without_a_token_of_its_issuer()
+ {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let jwks = dir.path().join("jwks.json");
+    std::fs::write(&jwks, r#"{"keys": []}"#).expect("jwks");
+    let (mut child, addr) = start_http(
+        &[
+            "--http",
+            "127.0.0.1:0",
+            "--oauth-resource",
+            "https://analysis.example.com/mcp",
+            "--oauth-issuer",
+            "https://auth.example.com",
+            "--oauth-jwks-file",
+            jwks.to_str().expect("utf-8"),
+            "--oauth-scope",
+            "tools",
+        ],
+        &[],
+    );
+    let (status, response) = http(&addr, "POST", &[], INITIALIZE);
+    assert_eq!(status, 401, "{response}");
+    assert!(
+        response.contains("resource_metadata=\"https://analysis.example.com/.well-known/oauth-protected-resource/mcp\""),
+        "{response}"
+    );
+    let (status, response) = http(
+        &addr,
+        "POST",
+        &[("Authorization", "Bearer forged.token.value")],
+        INITIALIZE,
+    );
+    assert_eq!(status, 401, "{response}");
+    assert!(response.contains("invalid_token"), "{response}");
+    child.kill().expect("stopped");
+    let _ = child.wait();
+    // Keys that cannot be read stop it at start, saying which file.
+    let output = std::process::Command::new(SIDECAR)
+        .args([
+            "--http",
+            "127.0.0.1:0",
+            "--oauth-resource",
+            "https://a/mcp",
+            "--oauth-issuer",
+            "https://b",
+            "--oauth-jwks-file",
+            "/nonexistent",
+        ])
+        .output()
+        .expect("runs");
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("cannot be read"));
+}

@@ -116,6 +116,11 @@ impl HttpOptions {
         self
     }
 
+    /// Whether callers need an access token of an authorization server (OAuth 2.1).
+    pub fn is_protected_resource(&self) -> bool {
+        self.protected.is_some()
+    }
+
     /// Whether a bearer token is required.
     pub fn has_bearer_token(&self) -> bool {
         self.token_digest.is_some()
