@@ -4,15 +4,12 @@
 //! neither. Every document is the network's: fetched without redirects, bounded, and only
 //! from `https` or a loopback `http` address.
 
-use futures::StreamExt;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use url::Url;
 
+use super::oauth_http::OAuthHttp;
 use crate::{AuthorizationError, Challenge};
-
-/// The most bytes of a metadata document read.
-const MAX_DOCUMENT_BYTES: usize = 64 * 1024;
 
 /// A server's protected resource metadata.
 #[derive(Debug, Clone, Deserialize)]
@@ -45,27 +42,6 @@ pub(crate) struct Discovered {
     /// The scopes the resource says it supports.
     pub(crate) resource_scopes: Option<Vec<String>>,
     pub(crate) server: ServerMetadata,
-}
-
-/// Whether `url` may carry OAuth traffic: `https`, or `http` to a loopback address.
-pub(crate) fn check_transport(url: &Url, what: &str) -> Result<(), AuthorizationError> {
-    let loopback = match url.host() {
-        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        None => false,
-    };
-    if url.scheme() == "https" || (url.scheme() == "http" && loopback) {
-        Ok(())
-    } else {
-        Err(AuthorizationError::new(
-            format!(
-                "{what} {} is neither https nor on this host",
-                crate::redact_credentials(url.as_str())
-            ),
-            "OAuth needs TLS: have the server publish https endpoints",
-        ))
-    }
 }
 
 /// Whether the metadata's `resource` names this server: the same origin, and a path that
@@ -129,13 +105,14 @@ pub(crate) fn server_metadata_urls(issuer: &Url) -> Vec<Url> {
 
 /// GETs a JSON document: `None` when the server has none there (any 4xx).
 pub(crate) async fn fetch_json<T: DeserializeOwned>(
-    http: &reqwest::Client,
+    http: &OAuthHttp,
     url: &Url,
     what: &str,
 ) -> Result<Option<T>, AuthorizationError> {
-    check_transport(url, what)?;
+    http.check(url, what)?;
     let shown = crate::redact_credentials(url.as_str());
     let response = http
+        .client
         .get(url.clone())
         .header(reqwest::header::ACCEPT, "application/json")
         .send()
@@ -155,23 +132,7 @@ pub(crate) async fn fetch_json<T: DeserializeOwned>(
             "try again once the server is well",
         ));
     }
-    let mut body = Vec::new();
-    let mut stream = response.bytes_stream();
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| {
-            AuthorizationError::new(
-                format!("{what} at {shown} was cut: {}", e.without_url()),
-                "try again",
-            )
-        })?;
-        if body.len() + chunk.len() > MAX_DOCUMENT_BYTES {
-            return Err(AuthorizationError::new(
-                format!("{what} at {shown} is over {MAX_DOCUMENT_BYTES} bytes"),
-                "the server's metadata is not usable",
-            ));
-        }
-        body.extend_from_slice(&chunk);
-    }
+    let body = OAuthHttp::read_bounded(response, &format!("{what} at {shown}")).await?;
     serde_json::from_slice(&body).map(Some).map_err(|e| {
         AuthorizationError::new(
             format!("{what} at {shown} is not metadata this client reads: {e}"),
@@ -182,7 +143,7 @@ pub(crate) async fn fetch_json<T: DeserializeOwned>(
 
 /// Finds the authorization server for `server` from its refusal.
 pub(crate) async fn discover(
-    http: &reqwest::Client,
+    http: &OAuthHttp,
     server: &Url,
     challenge: &Challenge,
 ) -> Result<Discovered, AuthorizationError> {
@@ -247,7 +208,7 @@ pub(crate) async fn discover(
 
 /// A 2025-03-26 server: no resource metadata, its own origin the authorization server, its
 /// metadata at the root or, failing that, the default endpoints there.
-async fn legacy(http: &reqwest::Client, server: &Url) -> Result<Discovered, AuthorizationError> {
+async fn legacy(http: &OAuthHttp, server: &Url) -> Result<Discovered, AuthorizationError> {
     let origin = server.join("/").map_err(|e| {
         AuthorizationError::new(format!("the server's URL has no origin: {e}"), "check it")
     })?;
@@ -345,24 +306,5 @@ mod tests {
             server_metadata_urls(&url("https://auth.example.com")).len(),
             2
         );
-    }
-
-    #[test]
-    fn oauth_goes_over_tls_or_stays_on_this_host() {
-        for allowed in [
-            "https://a.example/x",
-            "http://127.0.0.1:8080/x",
-            "http://localhost/x",
-            "http://[::1]/x",
-        ] {
-            assert!(check_transport(&url(allowed), "t").is_ok(), "{allowed}");
-        }
-        for refused in [
-            "http://a.example/x",
-            "ftp://127.0.0.1/x",
-            "http://10.0.0.1/x",
-        ] {
-            assert!(check_transport(&url(refused), "t").is_err(), "{refused}");
-        }
     }
 }

@@ -3,11 +3,10 @@
 //! exchange) naming the server's resource, and the authorization server exchanges that for
 //! an access token (RFC 7523 JWT bearer grant). No browser is involved.
 
-use futures::StreamExt;
 use serde::Deserialize;
 use url::Url;
 
-use super::discovery::check_transport;
+use super::oauth_http::OAuthHttp;
 use crate::AuthorizationError;
 
 const TOKEN_EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
@@ -15,9 +14,6 @@ const ID_TOKEN: &str = "urn:ietf:params:oauth:token-type:id_token";
 const ID_JAG: &str = "urn:ietf:params:oauth:token-type:id-jag";
 /// The grant type of the authorization server's exchange.
 pub(crate) const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
-
-/// The most bytes of a token answer read.
-const MAX_ANSWER_BYTES: usize = 64 * 1024;
 
 /// What the identity provider is, and the ID token it gave the person.
 #[derive(Clone)]
@@ -47,7 +43,7 @@ struct Exchanged {
 
 /// POSTs a token request form and reads its JSON answer, bounded.
 pub(crate) async fn post_form(
-    http: &reqwest::Client,
+    http: &OAuthHttp,
     endpoint: &str,
     form: &[(&str, &str)],
     basic: Option<(&str, &str)>,
@@ -59,8 +55,8 @@ pub(crate) async fn post_form(
             "check its metadata",
         )
     })?;
-    check_transport(&url, what)?;
-    let mut request = http.post(url).form(form);
+    http.check(&url, what)?;
+    let mut request = http.client.post(url).form(form);
     if let Some((id, secret)) = basic {
         request = request.basic_auth(id, Some(secret));
     }
@@ -71,23 +67,7 @@ pub(crate) async fn post_form(
         )
     })?;
     let status = response.status();
-    let mut body = Vec::new();
-    let mut stream = response.bytes_stream();
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| {
-            AuthorizationError::new(
-                format!("{what}'s answer was cut: {}", e.without_url()),
-                "try again",
-            )
-        })?;
-        if body.len() + chunk.len() > MAX_ANSWER_BYTES {
-            return Err(AuthorizationError::new(
-                format!("{what}'s answer is over {MAX_ANSWER_BYTES} bytes"),
-                "it is not a token answer",
-            ));
-        }
-        body.extend_from_slice(&chunk);
-    }
+    let body = OAuthHttp::read_bounded(response, &format!("{what}'s answer")).await?;
     if !status.is_success() {
         // The error's code and description only: the body of a refusal is the server's.
         #[derive(Deserialize)]
@@ -119,7 +99,7 @@ pub(crate) async fn post_form(
 
 /// The identity assertion grant for `resource` at the authorization server `audience`.
 pub(crate) async fn identity_assertion(
-    http: &reqwest::Client,
+    http: &OAuthHttp,
     provider: &IdentityProvider,
     audience: &str,
     resource: &str,

@@ -24,6 +24,7 @@
 mod assertion;
 mod discovery;
 mod identity_assertion;
+mod oauth_http;
 mod registration;
 
 use std::fmt;
@@ -40,8 +41,9 @@ use oauth2::{
 use url::Url;
 
 use crate::{AccessToken, AuthorizationError, AuthorizeFuture, Authorizer, Challenge};
-use discovery::{Discovered, check_transport};
+use discovery::Discovered;
 pub use identity_assertion::IdentityProvider;
+use oauth_http::OAuthHttp;
 pub use registration::OAuthClient;
 use registration::RegisteredClient;
 
@@ -174,7 +176,7 @@ struct Learnt {
 pub struct OAuth {
     server: Url,
     settings: OAuthSettings,
-    http: reqwest::Client,
+    http: OAuthHttp,
     held: Mutex<Option<Held>>,
     learnt: tokio::sync::Mutex<Learnt>,
 }
@@ -256,9 +258,9 @@ impl OAuth {
             .build()
             .map_err(|e| oauth_error(e, "the HTTP client cannot be built"))?;
         Ok(OAuth {
+            http: OAuthHttp::for_server(http, &server),
             server,
             settings,
-            http,
             held: Mutex::default(),
             learnt: tokio::sync::Mutex::default(),
         })
@@ -308,7 +310,7 @@ impl OAuth {
             let request = assertion_params(client, &discovered)?
                 .into_iter()
                 .fold(request, |r, (k, v)| r.add_extra_param(k, v));
-            match request.request_async(&self.http).await {
+            match request.request_async(&self.http.client).await {
                 Ok(token) => {
                     let scopes = held.map(|h| h.scopes).unwrap_or_default();
                     self.hold(&token, &scopes);
@@ -350,7 +352,7 @@ impl OAuth {
                 let token = assertion_params(&client, &discovered)?
                     .into_iter()
                     .fold(request, |r, (k, v)| r.add_extra_param(k, v))
-                    .request_async(&self.http)
+                    .request_async(&self.http.client)
                     .await
                     .map_err(|e| token_refused(&e))?;
                 self.hold(&token, &scopes);
@@ -394,7 +396,7 @@ impl OAuth {
                 let token = assertion_params(&client, &discovered)?
                     .into_iter()
                     .fold(request, |r, (k, v)| r.add_extra_param(k, v))
-                    .request_async(&self.http)
+                    .request_async(&self.http.client)
                     .await
                     .map_err(|e| token_refused(&e))?;
                 self.hold(&token, &scopes);
@@ -486,7 +488,7 @@ impl OAuth {
                     "the server's metadata is not usable",
                 )
             })?;
-            check_transport(&url, what)?;
+            self.http.check(&url, what)?;
             Ok(url)
         };
         let token = endpoint(&server.token_endpoint, "token endpoint")?;

@@ -4,17 +4,14 @@
 
 use std::fmt;
 
-use futures::StreamExt;
 use serde::Deserialize;
 use url::Url;
 
 use super::assertion::SigningKey;
-use super::discovery::{ServerMetadata, check_transport};
+use super::discovery::ServerMetadata;
+use super::oauth_http::OAuthHttp;
 use super::{OAuthGrant, OAuthSettings};
 use crate::AuthorizationError;
-
-/// The most bytes of a registration answer read.
-const MAX_REGISTRATION_BYTES: usize = 64 * 1024;
 
 /// How the authorization server knows this client.
 #[derive(Clone)]
@@ -100,7 +97,7 @@ fn method_for(supported: Option<&[String]>, has_secret: bool) -> String {
 
 /// The client to use with the authorization server `server`.
 pub(crate) async fn client_for(
-    http: &reqwest::Client,
+    http: &OAuthHttp,
     settings: &OAuthSettings,
     server: &ServerMetadata,
     redirect_uri: Option<&str>,
@@ -149,7 +146,7 @@ struct Registration {
 
 /// Registers on the spot (RFC 7591).
 async fn register(
-    http: &reqwest::Client,
+    http: &OAuthHttp,
     settings: &OAuthSettings,
     server: &ServerMetadata,
     redirect_uri: Option<&str>,
@@ -166,7 +163,7 @@ async fn register(
             "the server's metadata is not usable",
         )
     })?;
-    check_transport(&url, "the registration endpoint")?;
+    http.check(&url, "the registration endpoint")?;
     let supported = server.token_endpoint_auth_methods_supported.as_deref();
     let (grant_types, asked_method) = match settings.grant {
         OAuthGrant::AuthorizationCode(_) => {
@@ -201,6 +198,7 @@ async fn register(
         )
     };
     let response = http
+        .client
         .post(url)
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .body(body.to_string())
@@ -213,22 +211,7 @@ async fn register(
             ))
         })?;
     let status = response.status();
-    let mut answer = Vec::new();
-    let mut stream = response.bytes_stream();
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| {
-            refused(format!(
-                "the registration answer was cut: {}",
-                e.without_url()
-            ))
-        })?;
-        if answer.len() + chunk.len() > MAX_REGISTRATION_BYTES {
-            return Err(refused(format!(
-                "the registration answer is over {MAX_REGISTRATION_BYTES} bytes"
-            )));
-        }
-        answer.extend_from_slice(&chunk);
-    }
+    let answer = OAuthHttp::read_bounded(response, "the registration answer").await?;
     if !status.is_success() {
         return Err(refused(format!(
             "the registration was refused: HTTP {}: {}",
