@@ -43,6 +43,12 @@ pub(crate) enum CliError {
     Index {
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    #[error("server {server}: {source}")]
+    Login {
+        server: String,
+        #[source]
+        source: maljan_mcp_http::AuthorizationError,
+    },
     #[error("the sidecar stopped: {0}")]
     Sidecar(#[source] io::Error),
 }

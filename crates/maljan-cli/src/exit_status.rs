@@ -60,7 +60,8 @@ impl CliError {
             | CliError::UnknownServer { .. }
             | CliError::Ledger(_)
             | CliError::Job { .. }
-            | CliError::NoStore => CONFIGURATION,
+            | CliError::NoStore
+            | CliError::Login { .. } => CONFIGURATION,
             CliError::Fleet(fleet) if fleet.is_settings() => CONFIGURATION,
             CliError::Fleet(_) => STORE_UNUSABLE,
             CliError::Client(client) if client.is_refused_tool() => USAGE,

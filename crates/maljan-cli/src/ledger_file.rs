@@ -3,14 +3,24 @@
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// `$XDG_STATE_HOME`, else `~/.local/state`.
+fn state_home() -> Option<PathBuf> {
+    std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+}
+
+/// maljan's state: `$XDG_STATE_HOME/maljan`, else `~/.local/state/maljan`, else
+/// `.maljan` in the working directory.
+pub(crate) fn state_dir() -> PathBuf {
+    state_home().map_or_else(|| PathBuf::from(".maljan"), |dir| dir.join("maljan"))
+}
+
 /// `$XDG_STATE_HOME/maljan/ledger.jsonl`, else `~/.local/state/maljan/ledger.jsonl`, else
 /// `maljan-ledger.jsonl` in the working directory.
 pub(crate) fn default_path() -> PathBuf {
-    let state = std::env::var_os("XDG_STATE_HOME")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")));
-    match state {
+    match state_home() {
         Some(dir) => dir.join("maljan").join("ledger.jsonl"),
         None => PathBuf::from("maljan-ledger.jsonl"),
     }

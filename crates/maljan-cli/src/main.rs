@@ -2,6 +2,7 @@
 
 mod arguments;
 mod artefact;
+mod authorization;
 mod call;
 mod config;
 mod demo;
@@ -125,6 +126,13 @@ enum Command {
     /// from the object store of `[store]`, else from the jobs beside the ledger. Checked
     /// against its digest on the way.
     Artefact(artefact::ArtefactCommand),
+    /// Authorize maljan for an HTTP server behind OAuth 2.1: approve it in a browser (opened,
+    /// or its URL printed), which comes back to a listener on loopback; the tokens are kept
+    /// in the system's keyring, else in a file only you can read, and refreshed before they
+    /// expire by the commands that follow.
+    Login(authorization::login::LoginCommand),
+    /// Forget the tokens `maljan login` kept for a server.
+    Logout(authorization::login::LogoutCommand),
     /// Queue a run of PACK for each SAMPLE on the fleet of `[store]`: each sample is stored
     /// once in the object store (by its sha256); `maljan worker` carries the runs out.
     Submit(fleet::SubmitCommand),
@@ -355,6 +363,8 @@ async fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
             }
         }
         Command::Artefact(options) => artefact::run(&config, options).await,
+        Command::Login(options) => authorization::login::login(&config, options).await,
+        Command::Logout(options) => authorization::login::logout(&config, &options),
         Command::Submit(options) => fleet::submit::run(config, options).await,
         Command::Worker(options) => fleet::worker::run(config, options).await,
         Command::Runs {

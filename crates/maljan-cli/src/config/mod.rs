@@ -9,16 +9,18 @@ pub(crate) use store::StoreSection;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use maljan_client::{
     BreakerSettings, ClientSettings, ElicitationPolicy, EraChoice, RunLimits, SampleMount,
-    ServerCommand, ServerConfig,
+    ServerCommand, ServerConfig, ServerTransport,
 };
 use serde::Deserialize;
 
+use crate::authorization::ServerAuthorization;
 use crate::error::CliError;
-use oauth::OAuthSection;
+pub(crate) use oauth::OAuthSection;
 
 /// The name of the bundled reference sidecar.
 pub(crate) const BUNDLED: &str = "sidecar";
@@ -143,6 +145,8 @@ pub(crate) struct Config {
     servers: BTreeMap<String, ServerConfig>,
     /// Each server's `staging`, when its entry says.
     staging: BTreeMap<String, Staging>,
+    /// How each HTTP server without a token of its own is authorized.
+    authorizations: BTreeMap<String, Arc<ServerAuthorization>>,
     pub(crate) settings: ClientSettings,
     /// `[store]`, when the file names a fleet's stores.
     pub(crate) store: Option<StoreSection>,
@@ -180,6 +184,7 @@ impl Config {
         };
         let mut servers = BTreeMap::new();
         let mut staging = BTreeMap::new();
+        let mut authorizations = BTreeMap::new();
         servers.insert(BUNDLED.to_owned(), bundled_sidecar()?);
         for (name, entry) in file.servers {
             let mut config = match (entry.command, entry.url) {
@@ -195,20 +200,23 @@ impl Config {
                     for (header, value) in entry.headers {
                         config = config.with_header(header, value);
                     }
-                    if let Some(variable) = entry.bearer_token_env {
-                        config = config.with_bearer_token_env(variable);
+                    match entry.bearer_token_env {
+                        Some(variable) if entry.oauth.is_some() => {
+                            return Err(CliError::Config {
+                                path: path.map(Path::to_owned).unwrap_or_default(),
+                                detail: format!(
+                                    "server {name} names both bearer_token_env ({variable}) and [servers.{name}.oauth]; keep one"
+                                ),
+                            });
+                        }
+                        Some(variable) => config.with_bearer_token_env(variable),
+                        None => {
+                            let authorization =
+                                Arc::new(ServerAuthorization::new(&name, &url, entry.oauth));
+                            authorizations.insert(name.clone(), Arc::clone(&authorization));
+                            config.with_authorizer(authorization)
+                        }
                     }
-                    if let Some(oauth) = &entry.oauth {
-                        let authorizer =
-                            oauth
-                                .authorizer(&name, &url)
-                                .map_err(|detail| CliError::Config {
-                                    path: path.map(Path::to_owned).unwrap_or_default(),
-                                    detail,
-                                })?;
-                        config = config.with_authorizer(std::sync::Arc::new(authorizer));
-                    }
-                    config
                 }
                 _ => {
                     return Err(CliError::Config {
@@ -262,6 +270,7 @@ impl Config {
             default_server: file.default_server.unwrap_or_else(|| BUNDLED.to_owned()),
             servers,
             staging,
+            authorizations,
             settings,
             store: file.store,
         })
@@ -276,11 +285,16 @@ impl Config {
         };
         let mut known = BTreeMap::new();
         known.insert(BUNDLED.to_owned(), bundled_sidecar()?);
-        known.extend(servers.into_iter().map(|s| (s.name.clone(), s)));
+        let mut authorizations = BTreeMap::new();
+        for server in servers {
+            let server = with_kept_login(server, &mut authorizations);
+            known.insert(server.name.clone(), server);
+        }
         Ok(Config {
             default_server,
             servers: known,
             staging: BTreeMap::new(),
+            authorizations,
             settings: ClientSettings::default(),
             store: None,
         })
@@ -320,13 +334,38 @@ impl Config {
 
     /// A server by name, or the default one; a bare `http://` or `https://` URL is a
     /// Streamable HTTP server of that name.
+    /// How the server `name` (or the server at that URL) is authorized, for `maljan login`
+    /// and `logout`.
+    pub(crate) fn authorization(&self, name: &str) -> Result<Arc<ServerAuthorization>, CliError> {
+        if name.starts_with("http://") || name.starts_with("https://") {
+            return Ok(Arc::new(ServerAuthorization::new(
+                &maljan_client::redact_credentials(name),
+                name,
+                None,
+            )));
+        }
+        if let Some(authorization) = self.authorizations.get(name) {
+            return Ok(Arc::clone(authorization));
+        }
+        let server = self.server(Some(name))?;
+        let detail = if server.transport.is_remote() {
+            "its token comes from bearer_token_env; login is for servers behind OAuth"
+        } else {
+            "it is reached over stdio; login is for servers reached over HTTP"
+        };
+        Err(CliError::BadArgument {
+            argument: name.to_owned(),
+            detail: format!("server {name} takes no login: {detail}"),
+        })
+    }
+
     pub(crate) fn server(&self, name: Option<&str>) -> Result<ServerConfig, CliError> {
         let name = name.unwrap_or(&self.default_server);
         if name.starts_with("http://") || name.starts_with("https://") {
             // The URL names the server in the ledger and in messages: without its credentials.
-            return Ok(ServerConfig::http(
-                maljan_client::redact_credentials(name),
-                name,
+            return Ok(with_kept_login(
+                ServerConfig::http(maljan_client::redact_credentials(name), name),
+                &mut BTreeMap::new(),
             ));
         }
         self.servers
@@ -336,6 +375,24 @@ impl Config {
                 name: name.to_owned(),
                 known: self.servers.keys().cloned().collect(),
             })
+    }
+}
+
+/// `server`, authorized by the tokens `maljan login` kept for it when it is an HTTP server
+/// with no token of its own.
+fn with_kept_login(
+    server: ServerConfig,
+    authorizations: &mut BTreeMap<String, Arc<ServerAuthorization>>,
+) -> ServerConfig {
+    match &server.transport {
+        ServerTransport::Http(http)
+            if http.bearer_token_env.is_none() && http.authorizer.is_none() =>
+        {
+            let authorization = Arc::new(ServerAuthorization::new(&server.name, &http.url, None));
+            authorizations.insert(server.name.clone(), Arc::clone(&authorization));
+            server.with_authorizer(authorization)
+        }
+        _ => server,
     }
 }
 

@@ -1,6 +1,8 @@
-//! `[servers.NAME.oauth]`: a server behind OAuth 2.1, reached by a worker nobody watches
-//! with the client's own credentials (`client_credentials`): its secret or its private key
-//! read from an environment variable or a file, never from the config file itself.
+//! `[servers.NAME.oauth]`: how maljan is known to a server's OAuth 2.1 authorization
+//! server. A client with a secret or a private key (read from an environment variable or a
+//! file, never from the config file itself) reaches the server unattended with its own
+//! credentials (`client_credentials`); one without (a public client) only names the client
+//! that `maljan login` uses.
 
 use std::path::PathBuf;
 
@@ -8,6 +10,11 @@ use maljan_mcp_http::oauth::{OAuth, OAuthClient, OAuthGrant, OAuthSettings};
 use serde::Deserialize;
 
 /// `[servers.NAME.oauth]`.
+///
+/// ```toml
+/// [servers.remote.oauth]
+/// client_id = "maljan-desktop"                 # a public client: `maljan login remote`
+/// ```
 ///
 /// ```toml
 /// [servers.remote.oauth]
@@ -34,9 +41,31 @@ fn default_algorithm() -> String {
 }
 
 impl OAuthSection {
-    /// The authorizer of the server `name` at `url`, its secret or key read now; the error
-    /// says what is missing and what to do.
+    /// Whether the client has credentials of its own (a secret or a key), and so reaches
+    /// the server without a person.
+    pub(crate) fn is_unattended(&self) -> bool {
+        self.client_secret_env.is_some()
+            || self.client_secret_file.is_some()
+            || self.private_key_file.is_some()
+    }
+
+    /// The unattended authorizer of the server `name` at `url`, its secret or key read now;
+    /// the error says what is missing and what to do.
     pub(crate) fn authorizer(&self, name: &str, url: &str) -> Result<OAuth, String> {
+        let mut settings = OAuthSettings::new(self.client(name)?, OAuthGrant::ClientCredentials);
+        settings.scopes.clone_from(&self.scopes);
+        OAuth::new(url, settings).map_err(|e| format!("server {name}: {e}"))
+    }
+
+    /// The settings of a person's authorization (`maljan login`) with this client.
+    pub(crate) fn settings(&self, name: &str, grant: OAuthGrant) -> Result<OAuthSettings, String> {
+        let mut settings = OAuthSettings::new(self.client(name)?, grant);
+        settings.scopes.clone_from(&self.scopes);
+        Ok(settings)
+    }
+
+    /// The client, its secret or key read now.
+    fn client(&self, name: &str) -> Result<OAuthClient, String> {
         let read = |path: &PathBuf, what: &str| {
             std::fs::read_to_string(path)
                 .map(|text| text.trim().to_owned())
@@ -61,7 +90,7 @@ impl OAuthSection {
             (None, Some(path)) => Some(read(path, "client secret")?),
             (None, None) => None,
         };
-        let client = match (&self.private_key_file, secret) {
+        Ok(match (&self.private_key_file, secret) {
             (Some(_), Some(_)) => {
                 return Err(format!(
                     "server {name}: a client authenticates with a secret or with a private key, not both; keep one"
@@ -76,10 +105,7 @@ impl OAuthSection {
                 id: self.client_id.clone(),
                 secret,
             },
-        };
-        let mut settings = OAuthSettings::new(client, OAuthGrant::ClientCredentials);
-        settings.scopes.clone_from(&self.scopes);
-        OAuth::new(url, settings).map_err(|e| format!("server {name}: {e}"))
+        })
     }
 }
 

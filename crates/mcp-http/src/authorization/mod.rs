@@ -82,4 +82,11 @@ pub trait Authorizer: Send + Sync + fmt::Debug {
 
     /// Obtains a token that answers `challenge` (the server's refusal of the last one).
     fn authorize<'a>(&'a self, challenge: &'a Challenge) -> AuthorizeFuture<'a>;
+
+    /// Renews the token before a request when it is about to expire (a refresh ahead of
+    /// time, saving the server's refusal); `None`, the default, when nothing is due. A
+    /// renewal that fails is not an error: the request goes with the token as it is.
+    fn renew(&self) -> Option<AuthorizeFuture<'_>> {
+        None
+    }
 }

@@ -240,6 +240,16 @@ impl HttpTransport {
         build: impl Fn() -> Result<reqwest::RequestBuilder, HttpError>,
     ) -> Result<reqwest::Response, HttpError> {
         let mut authorizations = 0;
+        if let Some(renewal) = self
+            .state
+            .config
+            .authorizer
+            .as_ref()
+            .and_then(|a| a.renew())
+            && let Err(e) = renewal.await
+        {
+            tracing::debug!(server = self.server(), "the token was not renewed: {e}");
+        }
         loop {
             let response = build()?.send().await.map_err(|e| self.unreachable(e))?;
             let Some(authorizer) = &self.state.config.authorizer else {

@@ -26,6 +26,7 @@ mod discovery;
 mod identity_assertion;
 mod oauth_http;
 mod registration;
+mod token_store;
 
 use std::fmt;
 use std::future::Future;
@@ -46,6 +47,7 @@ pub use identity_assertion::IdentityProvider;
 use oauth_http::OAuthHttp;
 pub use registration::OAuthClient;
 use registration::RegisteredClient;
+pub use token_store::{StoredClient, StoredTokens, TokenStore};
 
 /// Where a person approves the authorization: a browser the client opens, or any other way
 /// to visit the authorization URL and come back with the address it redirected to.
@@ -141,6 +143,8 @@ pub struct OAuthSettings {
     /// Ask for `offline_access` (a refresh token) where the authorization server offers
     /// it, so that a person approves once.
     pub offline_access: bool,
+    /// Where the tokens are kept between processes (none: for this authorizer's life).
+    pub store: Option<Arc<dyn TokenStore>>,
 }
 
 impl OAuthSettings {
@@ -152,6 +156,7 @@ impl OAuthSettings {
             client_name: "maljan".to_owned(),
             scopes: None,
             offline_access: true,
+            store: None,
         }
     }
 }
@@ -171,6 +176,9 @@ struct Learnt {
     discovered: Option<Discovered>,
     client: Option<RegisteredClient>,
 }
+
+/// How long before a token expires the authorizer refreshes it, when it can.
+const RENEW_AHEAD: Duration = Duration::from_secs(60);
 
 /// The [`Authorizer`] of OAuth 2.1 for the server at one URL.
 pub struct OAuth {
@@ -257,32 +265,176 @@ impl OAuth {
             .timeout(Duration::from_secs(30))
             .build()
             .map_err(|e| oauth_error(e, "the HTTP client cannot be built"))?;
+        let mut held = None;
+        let mut learnt = Learnt::default();
+        if let Some(store) = &settings.store {
+            match store.load() {
+                Ok(Some(stored)) => {
+                    held = Some(Held {
+                        access: AccessToken::new(stored.access_token.as_str()),
+                        refresh: stored.refresh_token.clone().map(RefreshToken::new),
+                        scopes: stored.scopes.clone(),
+                        expires: stored.expires(),
+                    });
+                    // A refresh token is bound to the client it was issued to: one
+                    // registered on the spot is used again, not registered anew.
+                    if matches!(
+                        settings.client,
+                        OAuthClient::Dynamic | OAuthClient::MetadataDocument { .. }
+                    ) {
+                        learnt.client = stored.client.map(|c| RegisteredClient {
+                            id: c.id,
+                            secret: c.secret,
+                            method: c.method,
+                            key: None,
+                        });
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!("the kept tokens are not used: {e}"),
+            }
+        }
         Ok(OAuth {
             http: OAuthHttp::for_server(http, &server),
             server,
             settings,
-            held: Mutex::default(),
-            learnt: tokio::sync::Mutex::default(),
+            held: Mutex::new(held),
+            learnt: tokio::sync::Mutex::new(learnt),
         })
     }
 
-    fn hold(&self, token: &oauth2::basic::BasicTokenResponse, asked: &[String]) {
+    /// Holds `token`, issued to `client`, and keeps it in the store.
+    fn hold(
+        &self,
+        token: &oauth2::basic::BasicTokenResponse,
+        asked: &[String],
+        client: &RegisteredClient,
+    ) {
         let scopes = token
             .scopes()
             .map(|s| s.iter().map(|s| s.to_string()).collect())
             .unwrap_or_else(|| asked.to_vec());
-        let previous_refresh = self
-            .held
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .and_then(|h| h.refresh.clone());
-        *self.held.lock().unwrap_or_else(|p| p.into_inner()) = Some(Held {
+        let previous_refresh = self.held().and_then(|h| h.refresh);
+        let held = Held {
             access: AccessToken::new(token.access_token().secret()),
             refresh: token.refresh_token().cloned().or(previous_refresh),
             scopes,
             expires: token.expires_in().map(|d| Instant::now() + d),
-        });
+        };
+        if let Some(store) = &self.settings.store {
+            let registered_here = client.key.is_none()
+                && matches!(
+                    self.settings.client,
+                    OAuthClient::Dynamic | OAuthClient::MetadataDocument { .. }
+                );
+            let stored = StoredTokens {
+                access_token: held.access.secret().to_owned(),
+                refresh_token: held.refresh.as_ref().map(|r| r.secret().clone()),
+                scopes: held.scopes.clone(),
+                expires_at: held.expires.map(StoredTokens::expires_at),
+                client: registered_here.then(|| StoredClient {
+                    id: client.id.clone(),
+                    secret: client.secret.clone(),
+                    method: client.method.clone(),
+                }),
+            };
+            if let Err(e) = store.save(&stored) {
+                tracing::warn!("the token is used but not kept for the next process: {e}");
+            }
+        }
+        *self.held.lock().unwrap_or_else(|p| p.into_inner()) = Some(held);
+    }
+
+    /// Whether the token held expires within [`RENEW_AHEAD`] and a refresh token could
+    /// replace it.
+    fn renewal_due(&self) -> bool {
+        self.held().is_some_and(|h| {
+            h.refresh.is_some()
+                && h.expires
+                    .is_some_and(|at| at.saturating_duration_since(Instant::now()) < RENEW_AHEAD)
+        })
+    }
+
+    /// Refreshes the token held before it expires.
+    async fn renew_ahead(&self) -> Result<(), AuthorizationError> {
+        let mut learnt = self.learnt.lock().await;
+        // Another request may have renewed it while this one waited for the lock.
+        if !self.renewal_due() {
+            return Ok(());
+        }
+        let (discovered, client) = self.learn(&mut learnt, &Challenge::default()).await?;
+        if !self.refresh(&client, &discovered).await {
+            tracing::debug!("the token could not be refreshed ahead of its expiry");
+        }
+        Ok(())
+    }
+
+    /// The server's authorization and this client's registration with it, learnt once.
+    async fn learn(
+        &self,
+        learnt: &mut Learnt,
+        challenge: &Challenge,
+    ) -> Result<(Discovered, RegisteredClient), AuthorizationError> {
+        let discovered = match &learnt.discovered {
+            Some(discovered) => discovered.clone(),
+            None => {
+                let discovered = discovery::discover(&self.http, &self.server, challenge).await?;
+                learnt.discovered = Some(discovered.clone());
+                discovered
+            }
+        };
+        let client = match &learnt.client {
+            Some(client) => client.clone(),
+            None => {
+                let redirect = match &self.settings.grant {
+                    OAuthGrant::AuthorizationCode(agent) => Some(agent.redirect_uri()),
+                    OAuthGrant::ClientCredentials | OAuthGrant::IdentityAssertion(_) => None,
+                };
+                let client = registration::client_for(
+                    &self.http,
+                    &self.settings,
+                    &discovered.server,
+                    redirect.as_deref(),
+                )
+                .await?;
+                learnt.client = Some(client.clone());
+                client
+            }
+        };
+        Ok((discovered, client))
+    }
+
+    /// Exchanges the refresh token held, if any, for a new token: whether it was.
+    async fn refresh(&self, client: &RegisteredClient, discovered: &Discovered) -> bool {
+        let Some(held) = self.held() else {
+            return false;
+        };
+        let Some(refresh) = held.refresh else {
+            return false;
+        };
+        let request = async {
+            let oauth = self.client(client, discovered, None)?;
+            let request = oauth
+                .exchange_refresh_token(&refresh)
+                .map_err(|e| oauth_error(e, "the authorization server has no token endpoint"))?
+                .add_extra_param("resource", discovered.resource.clone());
+            assertion_params(client, discovered)?
+                .into_iter()
+                .fold(request, |r, (k, v)| r.add_extra_param(k, v))
+                .request_async(&self.http.client)
+                .await
+                .map_err(|e| token_refused(&e))
+        };
+        match request.await {
+            Ok(token) => {
+                self.hold(&token, &held.scopes, client);
+                true
+            }
+            Err(e) => {
+                tracing::debug!("the refresh token was refused ({e}); authorizing anew");
+                false
+            }
+        }
     }
 
     fn held(&self) -> Option<Held> {
@@ -291,50 +443,12 @@ impl OAuth {
 
     async fn obtain(&self, challenge: &Challenge) -> Result<(), AuthorizationError> {
         let mut learnt = self.learnt.lock().await;
-        if learnt.discovered.is_none() {
-            learnt.discovered =
-                Some(discovery::discover(&self.http, &self.server, challenge).await?);
-        }
-        let discovered = learnt.discovered.clone().unwrap_or_else(|| unreachable!());
-        let held = self.held();
+        let (discovered, client) = self.learn(&mut learnt, challenge).await?;
         // An expired token with a refresh token: refreshed, unless more scope is wanted.
-        if !challenge.wants_more_scope()
-            && let Some(refresh) = held.as_ref().and_then(|h| h.refresh.clone())
-            && let Some(client) = &learnt.client
-        {
-            let oauth = self.client(client, &discovered, None)?;
-            let request = oauth
-                .exchange_refresh_token(&refresh)
-                .map_err(|e| oauth_error(e, "the authorization server has no token endpoint"))?
-                .add_extra_param("resource", discovered.resource.clone());
-            let request = assertion_params(client, &discovered)?
-                .into_iter()
-                .fold(request, |r, (k, v)| r.add_extra_param(k, v));
-            match request.request_async(&self.http.client).await {
-                Ok(token) => {
-                    let scopes = held.map(|h| h.scopes).unwrap_or_default();
-                    self.hold(&token, &scopes);
-                    return Ok(());
-                }
-                Err(e) => tracing::debug!("the refresh token was refused ({e}); authorizing anew"),
-            }
+        if !challenge.wants_more_scope() && self.refresh(&client, &discovered).await {
+            return Ok(());
         }
-        if learnt.client.is_none() {
-            let redirect = match &self.settings.grant {
-                OAuthGrant::AuthorizationCode(agent) => Some(agent.redirect_uri()),
-                OAuthGrant::ClientCredentials | OAuthGrant::IdentityAssertion(_) => None,
-            };
-            learnt.client = Some(
-                registration::client_for(
-                    &self.http,
-                    &self.settings,
-                    &discovered.server,
-                    redirect.as_deref(),
-                )
-                .await?,
-            );
-        }
-        let client = learnt.client.clone().unwrap_or_else(|| unreachable!());
+        let held = self.held();
         let scopes = scopes_to_ask(
             &self.settings,
             challenge,
@@ -355,13 +469,13 @@ impl OAuth {
                     .request_async(&self.http.client)
                     .await
                     .map_err(|e| token_refused(&e))?;
-                self.hold(&token, &scopes);
+                self.hold(&token, &scopes, &client);
             }
             OAuthGrant::IdentityAssertion(provider) => {
                 let token = self
                     .by_identity_assertion(provider, &client, &discovered, &scopes)
                     .await?;
-                self.hold(&token, &scopes);
+                self.hold(&token, &scopes, &client);
             }
             OAuthGrant::AuthorizationCode(agent) => {
                 let redirect = agent.redirect_uri();
@@ -399,7 +513,7 @@ impl OAuth {
                     .request_async(&self.http.client)
                     .await
                     .map_err(|e| token_refused(&e))?;
-                self.hold(&token, &scopes);
+                self.hold(&token, &scopes, &client);
             }
         }
         Ok(())
@@ -619,6 +733,11 @@ impl Authorizer for OAuth {
 
     fn authorize<'a>(&'a self, challenge: &'a Challenge) -> AuthorizeFuture<'a> {
         Box::pin(self.obtain(challenge))
+    }
+
+    fn renew(&self) -> Option<AuthorizeFuture<'_>> {
+        self.renewal_due()
+            .then(|| Box::pin(self.renew_ahead()) as AuthorizeFuture<'_>)
     }
 }
 
