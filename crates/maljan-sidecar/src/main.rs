@@ -40,18 +40,21 @@ struct Options {
     token_env: Option<String>,
     /// Serve as an OAuth 2.1 protected resource at this URL (the audience of its tokens;
     /// say https://analysis.example.com/mcp), instead of with one bearer token: callers need
-    /// an access token of --oauth-issuer, checked against the keys of --oauth-jwks-file.
+    /// an access token of --oauth-issuer, checked against the keys it publishes at its
+    /// metadata's jwks_uri (or those of --oauth-jwks-file).
     #[arg(
         long,
         value_name = "URL",
-        requires_all = ["http", "oauth_issuer", "oauth_jwks_file"],
+        requires_all = ["http", "oauth_issuer"],
         conflicts_with_all = ["token_file", "token_env"]
     )]
     oauth_resource: Option<String>,
     /// The authorization server whose access tokens are let in (its issuer identifier).
     #[arg(long, value_name = "URL", requires = "oauth_resource")]
     oauth_issuer: Option<String>,
-    /// The authorization server's signing keys: its JWK set, as its jwks_uri serves it.
+    /// The authorization server's signing keys, as a JWK set saved from its jwks_uri, for
+    /// a server this one cannot reach; without it they are fetched from the issuer, and
+    /// fetched again as it rotates them.
     #[arg(long, value_name = "PATH", requires = "oauth_resource")]
     oauth_jwks_file: Option<PathBuf>,
     /// A scope every access token must hold; repeat for more.
@@ -133,13 +136,15 @@ fn token(options: &Options) -> Result<Option<String>, String> {
 }
 
 /// The OAuth 2.1 protected resource the options name, when they name one.
-fn protected_resource(options: &Options) -> Result<Option<ProtectedResource>, String> {
-    let (Some(resource), Some(issuer), Some(jwks)) = (
-        &options.oauth_resource,
-        &options.oauth_issuer,
-        &options.oauth_jwks_file,
-    ) else {
+async fn protected_resource(options: &Options) -> Result<Option<ProtectedResource>, String> {
+    let (Some(resource), Some(issuer)) = (&options.oauth_resource, &options.oauth_issuer) else {
         return Ok(None);
+    };
+    let Some(jwks) = &options.oauth_jwks_file else {
+        let protected = ProtectedResource::discover(resource.as_str(), issuer.as_str())
+            .await
+            .map_err(|e| e.to_string())?;
+        return Ok(Some(protected.require_scopes(options.oauth_scope.clone())));
     };
     let keys = std::fs::read_to_string(jwks)
         .map_err(|e| format!("the JWK set {} cannot be read: {e}", jwks.display()))?;
@@ -184,7 +189,7 @@ async fn run(options: Options) -> Result<(), String> {
             if let Some(token) = token(&options)? {
                 http = http.bearer_token(token);
             }
-            if let Some(resource) = protected_resource(&options)? {
+            if let Some(resource) = protected_resource(&options).await? {
                 http = http.protected_resource(resource);
             }
             for host in &options.allowed_host {

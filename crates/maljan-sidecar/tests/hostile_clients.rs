@@ -814,4 +814,24 @@ fn as_an_oauth_protected_resource_it_names_its_metadata_and_refuses_callers_with
         .expect("runs");
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("cannot be read"));
+    // Without a key file the keys come from the issuer: one that cannot be reached stops
+    // it at start, saying where it looked.
+    let output = std::process::Command::new(SIDECAR)
+        .args([
+            "--http",
+            "127.0.0.1:0",
+            "--oauth-resource",
+            "https://a/mcp",
+            "--oauth-issuer",
+            "http://127.0.0.1:1",
+        ])
+        .output()
+        .expect("runs");
+    assert!(!output.status.success());
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        said.contains("http://127.0.0.1:1/.well-known/oauth-authorization-server")
+            && said.contains("could not be fetched"),
+        "{said}"
+    );
 }

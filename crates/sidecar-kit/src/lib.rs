@@ -28,7 +28,7 @@ pub use file_primitives::{
 };
 #[cfg(feature = "http")]
 pub use http::{
-    BODY_TIMEOUT, HEADER_TIMEOUT, HttpOptions, MAX_BODY_BYTES_HELD, MAX_CONNECTIONS,
+    BODY_TIMEOUT, HEADER_TIMEOUT, HttpOptions, IssuerError, MAX_BODY_BYTES_HELD, MAX_CONNECTIONS,
     MAX_CONNECTIONS_PER_PEER, MAX_REQUEST_BYTES, MAX_SESSIONS, MAX_SESSIONS_PER_PEER,
     ProtectedResource, SESSION_IDLE,
 };

@@ -4,8 +4,8 @@
 //! without the scope are refused with the status and challenge a client acts on; the
 //! client of `maljan-mcp-http` gets a token from it and is let in.
 
-use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::extract::State;
@@ -18,11 +18,28 @@ use maljan_sidecar_kit::{HttpOptions, ProtectedResource, Server, ToolSpec};
 use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair};
 use serde_json::{Value, json};
 
-/// The issuer's signing key and what it publishes.
+/// The issuer's signing keys (the last one current) and the keys it publishes.
 struct Issuer {
     url: String,
-    key: EncodingKey,
-    jwks: String,
+    keys: Mutex<Vec<(String, EncodingKey, Value)>>,
+    published: Mutex<Value>,
+}
+
+/// A new P-256 key named `kid`: the signing half and the public JWK.
+fn new_key(kid: &str) -> (String, EncodingKey, Value) {
+    let rng = ring::rand::SystemRandom::new();
+    let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).expect("key");
+    let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng)
+        .expect("key");
+    let point = pair.public_key().as_ref();
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+    let jwk = json!({"kty": "EC", "crv": "P-256", "kid": kid, "alg": "ES256",
+        "use": "sig", "x": b64(&point[1..33]), "y": b64(&point[33..65])});
+    (
+        kid.to_owned(),
+        EncodingKey::from_ec_der(pkcs8.as_ref()),
+        jwk,
+    )
 }
 
 fn now() -> u64 {
@@ -33,37 +50,57 @@ fn now() -> u64 {
 }
 
 impl Issuer {
-    /// A token of this issuer for `audience`, expiring `expires_in` seconds from now.
+    /// A token of this issuer for `audience`, expiring `expires_in` seconds from now,
+    /// signed with its current key.
     fn token(&self, audience: &str, scope: &str, expires_in: i64) -> String {
+        let kid = self
+            .keys
+            .lock()
+            .expect("keys")
+            .last()
+            .expect("a key")
+            .0
+            .clone();
+        self.token_signed_by(&kid, audience, scope, expires_in)
+    }
+
+    /// The same, signed with the key `kid`.
+    fn token_signed_by(&self, kid: &str, audience: &str, scope: &str, expires_in: i64) -> String {
         let exp = now().saturating_add_signed(expires_in);
         let claims = json!({"iss": self.url, "sub": "worker-7", "aud": audience,
             "iat": now(), "exp": exp, "scope": scope});
         let mut header = Header::new(Algorithm::ES256);
-        header.kid = Some("k1".into());
-        jsonwebtoken::encode(&header, &claims, &self.key).expect("signed")
+        header.kid = Some(kid.to_owned());
+        let keys = self.keys.lock().expect("keys");
+        let (_, key, _) = keys.iter().find(|(k, _, _)| k == kid).expect("the key");
+        jsonwebtoken::encode(&header, &claims, key).expect("signed")
+    }
+
+    /// The key set it publishes, as a JSON text.
+    fn jwks(&self) -> String {
+        self.published.lock().expect("keys").to_string()
+    }
+
+    /// Signs with a new key `kid` from now on and publishes it alone.
+    fn rotate(&self, kid: &str) {
+        let key = new_key(kid);
+        *self.published.lock().expect("keys") = json!({"keys": [key.2.clone()]});
+        self.keys.lock().expect("keys").push(key);
     }
 }
 
 /// Starts the issuer: metadata, JWK set, and a token endpoint granting `client_credentials`
 /// for the resource the request names, with the scope it asks for.
 async fn start_issuer() -> Arc<Issuer> {
-    let rng = ring::rand::SystemRandom::new();
-    let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).expect("key");
-    let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng)
-        .expect("key");
-    let point = pair.public_key().as_ref();
-    let b64 = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
-    let jwks = json!({"keys": [{"kty": "EC", "crv": "P-256", "kid": "k1", "alg": "ES256",
-        "use": "sig", "x": b64(&point[1..33]), "y": b64(&point[33..65])}]})
-    .to_string();
+    let key = new_key("k1");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
     let url = format!("http://{}", listener.local_addr().expect("addr"));
     let issuer = Arc::new(Issuer {
         url: url.clone(),
-        key: EncodingKey::from_ec_der(pkcs8.as_ref()),
-        jwks: jwks.clone(),
+        published: Mutex::new(json!({"keys": [key.2.clone()]})),
+        keys: Mutex::new(vec![key]),
     });
     async fn token(State(issuer): State<Arc<Issuer>>, body: String) -> axum::Json<Value> {
         let form: std::collections::HashMap<String, String> =
@@ -83,22 +120,31 @@ async fn start_issuer() -> Arc<Issuer> {
             "/.well-known/oauth-authorization-server",
             get(move || async move { axum::Json(metadata) }),
         )
-        .route("/jwks", get(move || async move { jwks }))
+        .route(
+            "/jwks",
+            get(|State(issuer): State<Arc<Issuer>>| async move { issuer.jwks() }),
+        )
         .route("/token", post(token))
         .with_state(issuer.clone());
     tokio::spawn(async move { axum::serve(listener, app).await });
     issuer
 }
 
-/// The kit on loopback, protected by `issuer`'s tokens with scope `tools`; its MCP URL.
+/// The kit on loopback, protected by `issuer`'s tokens with scope `tools`, its keys as they
+/// are now; its MCP URL.
 async fn start_kit(issuer: &Issuer) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
     let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
-    let resource = ProtectedResource::new(&url, &issuer.url, &issuer.jwks)
-        .expect("keys")
-        .require_scopes(["tools"]);
+    let resource = ProtectedResource::new(&url, &issuer.url, &issuer.jwks()).expect("keys");
+    serve_kit(listener, resource).await;
+    url
+}
+
+/// The kit on `listener`, protected as `resource` says with scope `tools` required.
+async fn serve_kit(listener: tokio::net::TcpListener, resource: ProtectedResource) {
+    let resource = resource.require_scopes(["tools"]);
     let server = Server::builder("protected", "1")
         .tool(ToolSpec::new("echo", "answers"), |_, _| {
             Ok(json!({"ok": true}))
@@ -106,7 +152,6 @@ async fn start_kit(issuer: &Issuer) -> String {
         .build();
     let options = HttpOptions::default().protected_resource(resource);
     tokio::spawn(server.serve_http_with(listener, options, std::future::pending()));
-    url
 }
 
 async fn post_initialize(url: &str, token: Option<&str>) -> (u16, String) {
@@ -204,4 +249,40 @@ async fn the_oauth_client_finds_the_issuer_from_the_refusal_and_is_let_in() {
         .await
         .expect("let in once authorized");
     assert!(matches!(reply, maljan_mcp_proto::jsonrpc::Reply::Result(_)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_come_from_the_issuers_jwks_uri_and_follow_its_rotation() {
+    let issuer = start_issuer().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
+    let resource = ProtectedResource::discover(&url, &issuer.url)
+        .await
+        .expect("the issuer's metadata and keys")
+        .refetch_keys_at_most_every(Duration::ZERO);
+    serve_kit(listener, resource).await;
+    let (status, _) = post_initialize(&url, Some(&issuer.token(&url, "tools", 300))).await;
+    assert_eq!(status, 200, "a token signed with the published key");
+
+    issuer.rotate("k2");
+    let (status, _) = post_initialize(&url, Some(&issuer.token(&url, "tools", 300))).await;
+    assert_eq!(status, 200, "the new key is fetched when a token names it");
+    let withdrawn = issuer.token_signed_by("k1", &url, "tools", 300);
+    let (status, challenge) = post_initialize(&url, Some(&withdrawn)).await;
+    assert_eq!(status, 401, "a key no longer published is not trusted");
+    assert!(challenge.contains("invalid_token"), "{challenge}");
+
+    let other = ProtectedResource::discover(&url, format!("{}/", issuer.url))
+        .await
+        .expect_err("metadata naming another issuer");
+    assert!(
+        other.to_string().contains("names another issuer"),
+        "{other}"
+    );
+    let missing = ProtectedResource::discover(&url, format!("{}/tenant", issuer.url))
+        .await
+        .expect_err("no metadata there");
+    assert!(missing.to_string().contains("404"), "{missing}");
 }

@@ -117,7 +117,7 @@ impl IntoResponse for CallerRefusal {
 
 /// The caller of a request, or its refusal: a missing or wrong token, a `Host` or an
 /// `Origin` not served here.
-pub(super) fn check_caller(
+pub(super) async fn check_caller(
     options: &HttpOptions,
     loopback: bool,
     peer: SocketAddr,
@@ -130,7 +130,7 @@ pub(super) fn check_caller(
         .map(str::trim);
     let mut given = bearer.map(|token| <[u8; 32]>::from(Sha256::digest(token.as_bytes())));
     if let Some(resource) = &options.protected {
-        match resource.check(bearer) {
+        match resource.check(bearer).await {
             Ok(binding) => given = Some(binding),
             Err(refusal) => {
                 let challenge = resource.challenge(&refusal);

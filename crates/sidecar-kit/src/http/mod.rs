@@ -10,6 +10,7 @@
 
 mod access;
 mod connections;
+mod issuer_keys;
 mod options;
 mod protected_resource;
 mod session_era;
@@ -39,6 +40,7 @@ use crate::server::{encode, error_reply};
 use crate::tool::Cancellation;
 use access::{check_caller, refuse};
 use connections::serve_connections;
+pub use issuer_keys::IssuerError;
 use maljan_mcp_proto::mcp::Era;
 pub use options::{
     BODY_TIMEOUT, HEADER_TIMEOUT, HttpOptions, MAX_BODY_BYTES_HELD, MAX_CONNECTIONS,
@@ -119,7 +121,7 @@ async fn handle_post(
     request: axum::extract::Request,
 ) -> Response {
     let (parts, body) = request.into_parts();
-    let caller = match check_caller(&state.options, state.loopback, peer, &parts.headers) {
+    let caller = match check_caller(&state.options, state.loopback, peer, &parts.headers).await {
         Ok(caller) => caller,
         Err(refusal) => return refusal.into_response(),
     };

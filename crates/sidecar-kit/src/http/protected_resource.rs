@@ -5,10 +5,14 @@
 //! `WWW-Authenticate` challenge, naming the metadata so that a client finds where to get a
 //! token.
 
-use jsonwebtoken::jwk::JwkSet;
+use std::sync::Arc;
+use std::time::Duration;
+
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
+
+use super::issuer_keys::{self, IssuerError, IssuerKeys};
 
 /// A resource's authorization: who issues its tokens, with which keys, and the scopes
 /// every request needs.
@@ -26,11 +30,23 @@ use sha2::{Digest, Sha256};
 /// assert_eq!(resource.metadata_path(), "/.well-known/oauth-protected-resource/mcp");
 /// let options = HttpOptions::default().protected_resource(resource);
 /// ```
+///
+/// Or with the keys the authorization server publishes, fetched from its `jwks_uri`:
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), maljan_sidecar_kit::IssuerError> {
+/// use maljan_sidecar_kit::ProtectedResource;
+/// let resource =
+///     ProtectedResource::discover("https://analysis.example.com/mcp", "https://auth.example.com")
+///         .await?
+///         .require_scopes(["tools:call"]);
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug)]
 pub struct ProtectedResource {
     resource: String,
     issuer: String,
-    keys: JwkSet,
+    keys: IssuerKeys,
     scopes: Vec<String>,
 }
 
@@ -67,9 +83,36 @@ impl ProtectedResource {
         Ok(ProtectedResource {
             resource: resource.into(),
             issuer: issuer.into(),
-            keys: serde_json::from_str(keys)?,
+            keys: IssuerKeys::Given(Arc::new(serde_json::from_str(keys)?)),
             scopes: Vec::new(),
         })
+    }
+
+    /// The resource at `resource`, whose tokens `issuer` issues, signed with the keys it
+    /// publishes: its metadata (RFC 8414, else OpenID Connect discovery) is fetched from
+    /// the issuer's URL (https, or http on this host) and must name the issuer itself; the
+    /// key set at its `jwks_uri` is fetched now, again when a token names a key not in it
+    /// (at most every 30 seconds), and again once it is an hour old.
+    pub async fn discover(
+        resource: impl Into<String>,
+        issuer: impl Into<String>,
+    ) -> Result<ProtectedResource, IssuerError> {
+        let issuer = issuer.into();
+        Ok(ProtectedResource {
+            resource: resource.into(),
+            keys: issuer_keys::published(&issuer).await?,
+            issuer,
+            scopes: Vec::new(),
+        })
+    }
+
+    /// Fetches the published keys again at most every `every` (30 seconds by default),
+    /// however many tokens name keys the issuer does not have. No effect on keys handed
+    /// over by [`new`](Self::new).
+    #[must_use]
+    pub fn refetch_keys_at_most_every(mut self, every: Duration) -> Self {
+        self.keys = self.keys.refetch_every(every);
+        self
     }
 
     /// Requires `scopes` of every request's token (none by default).
@@ -119,7 +162,7 @@ impl ProtectedResource {
 
     /// Checks `token`; answers what a caller's jobs are bound to (the sha256 of its issuer
     /// and subject, so that a refreshed token reaches the same jobs).
-    pub(super) fn check(&self, token: Option<&str>) -> Result<[u8; 32], TokenRefusal> {
+    pub(super) async fn check(&self, token: Option<&str>) -> Result<[u8; 32], TokenRefusal> {
         let token = token.ok_or(TokenRefusal::Missing)?;
         let invalid = |why: &str| TokenRefusal::Invalid(why.to_owned());
         let header = jsonwebtoken::decode_header(token).map_err(|_| invalid("not a JWT"))?;
@@ -129,14 +172,13 @@ impl ProtectedResource {
         ) {
             return Err(invalid("signed with a shared secret, not the issuer's key"));
         }
-        let jwk = match &header.kid {
-            Some(kid) => self.keys.find(kid),
-            None if self.keys.keys.len() == 1 => self.keys.keys.first(),
-            None => None,
-        }
-        .ok_or_else(|| invalid("signed with a key the issuer does not publish"))?;
+        let jwk = self
+            .keys
+            .key(header.kid.as_deref())
+            .await
+            .ok_or_else(|| invalid("signed with a key the issuer does not publish"))?;
         let key =
-            DecodingKey::from_jwk(jwk).map_err(|_| invalid("the issuer's key is not usable"))?;
+            DecodingKey::from_jwk(&jwk).map_err(|_| invalid("the issuer's key is not usable"))?;
         let mut validation = Validation::new(header.alg);
         validation.set_issuer(&[&self.issuer]);
         validation.set_audience(&[&self.resource]);
@@ -201,12 +243,23 @@ mod tests {
         );
     }
 
+    /// `check`, awaited: keys handed over need no I/O.
+    fn check_now(
+        resource: &ProtectedResource,
+        token: Option<&str>,
+    ) -> Result<[u8; 32], TokenRefusal> {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime")
+            .block_on(resource.check(token))
+    }
+
     proptest::proptest! {
         #[test]
         fn any_bearer_value_is_refused_without_panicking(token in "[A-Za-z0-9._~+/=-]{0,400}") {
             let keys = r#"{"keys":[{"kty":"EC","crv":"P-256","kid":"k","x":"f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU","y":"x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"}]}"#;
             let resource = ProtectedResource::new("https://h/mcp", "https://a", keys).unwrap();
-            proptest::prop_assert!(resource.check(Some(&token)).is_err());
+            proptest::prop_assert!(check_now(&resource, Some(&token)).is_err());
         }
     }
 
@@ -214,10 +267,13 @@ mod tests {
     fn what_is_no_token_of_the_issuers_is_refused_as_invalid() {
         let resource =
             ProtectedResource::new("https://h/mcp", "https://a", r#"{"keys":[]}"#).unwrap();
-        assert_eq!(resource.check(None), Err(TokenRefusal::Missing));
+        assert_eq!(check_now(&resource, None), Err(TokenRefusal::Missing));
         for garbage in ["", "abc", "a.b.c", "eyJhbGciOiJIUzI1NiJ9.e30.sig"] {
             assert!(
-                matches!(resource.check(Some(garbage)), Err(TokenRefusal::Invalid(_))),
+                matches!(
+                    check_now(&resource, Some(garbage)),
+                    Err(TokenRefusal::Invalid(_))
+                ),
                 "{garbage}"
             );
         }

@@ -134,7 +134,7 @@ pub(super) async fn handle_delete(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(refusal) = check_caller(&state.options, state.loopback, peer, &headers) {
+    if let Err(refusal) = check_caller(&state.options, state.loopback, peer, &headers).await {
         return refusal.into_response();
     }
     if headers.get(SESSION_HEADER).is_none()
