@@ -32,6 +32,9 @@ pub(crate) struct ServerMetadata {
     pub(crate) code_challenge_methods_supported: Option<Vec<String>>,
     #[serde(default)]
     pub(crate) client_id_metadata_document_supported: bool,
+    /// Whether the server names itself (`iss`) in its authorization responses (RFC 9207).
+    #[serde(default)]
+    pub(crate) authorization_response_iss_parameter_supported: bool,
 }
 
 /// What discovery found for a server.
@@ -237,6 +240,7 @@ async fn legacy(http: &OAuthHttp, server: &Url) -> Result<Discovered, Authorizat
             token_endpoint_auth_methods_supported: None,
             code_challenge_methods_supported: None,
             client_id_metadata_document_supported: false,
+            authorization_response_iss_parameter_supported: false,
         },
     })
 }

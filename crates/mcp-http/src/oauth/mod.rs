@@ -175,6 +175,18 @@ struct Held {
 struct Learnt {
     discovered: Option<Discovered>,
     client: Option<RegisteredClient>,
+    /// The authorization server the client is known to (its issuer, else its token
+    /// endpoint): a client and tokens of one are never taken to another.
+    client_server: Option<String>,
+}
+
+/// Who an authorization server is: its issuer, else its token endpoint.
+fn server_identity(discovered: &Discovered) -> String {
+    discovered
+        .server
+        .issuer
+        .clone()
+        .unwrap_or_else(|| discovered.server.token_endpoint.clone())
 }
 
 /// How long before a token expires the authorizer refreshes it, when it can.
@@ -282,12 +294,15 @@ impl OAuth {
                         settings.client,
                         OAuthClient::Dynamic | OAuthClient::MetadataDocument { .. }
                     ) {
-                        learnt.client = stored.client.map(|c| RegisteredClient {
-                            id: c.id,
-                            secret: c.secret,
-                            method: c.method,
-                            key: None,
-                        });
+                        if let Some(c) = stored.client {
+                            learnt.client_server = c.server;
+                            learnt.client = Some(RegisteredClient {
+                                id: c.id,
+                                secret: c.secret,
+                                method: c.method,
+                                key: None,
+                            });
+                        }
                     }
                 }
                 Ok(None) => {}
@@ -303,12 +318,14 @@ impl OAuth {
         })
     }
 
-    /// Holds `token`, issued to `client`, and keeps it in the store.
+    /// Holds `token`, issued to `client` by the authorization server `discovered`, and keeps
+    /// it in the store.
     fn hold(
         &self,
         token: &oauth2::basic::BasicTokenResponse,
         asked: &[String],
         client: &RegisteredClient,
+        discovered: &Discovered,
     ) {
         let scopes = token
             .scopes()
@@ -336,6 +353,7 @@ impl OAuth {
                     id: client.id.clone(),
                     secret: client.secret.clone(),
                     method: client.method.clone(),
+                    server: Some(server_identity(discovered)),
                 }),
             };
             if let Err(e) = store.save(&stored) {
@@ -362,27 +380,42 @@ impl OAuth {
         if !self.renewal_due() {
             return Ok(());
         }
-        let (discovered, client) = self.learn(&mut learnt, &Challenge::default()).await?;
+        let (discovered, client) = self
+            .learn(&mut learnt, &Challenge::default(), false)
+            .await?;
         if !self.refresh(&client, &discovered).await {
             tracing::debug!("the token could not be refreshed ahead of its expiry");
         }
         Ok(())
     }
 
-    /// The server's authorization and this client's registration with it, learnt once.
+    /// The server's authorization (discovered again on a refusal, as the server may have
+    /// moved to another authorization server) and this client's registration with it.
     async fn learn(
         &self,
         learnt: &mut Learnt,
         challenge: &Challenge,
+        rediscover: bool,
     ) -> Result<(Discovered, RegisteredClient), AuthorizationError> {
         let discovered = match &learnt.discovered {
-            Some(discovered) => discovered.clone(),
-            None => {
+            Some(discovered) if !rediscover => discovered.clone(),
+            _ => {
                 let discovered = discovery::discover(&self.http, &self.server, challenge).await?;
                 learnt.discovered = Some(discovered.clone());
                 discovered
             }
         };
+        let identity = server_identity(&discovered);
+        if learnt
+            .client_server
+            .as_ref()
+            .is_some_and(|known| *known != identity)
+        {
+            tracing::debug!("the server moved to another authorization server; registering anew");
+            learnt.client = None;
+            *self.held.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        }
+        learnt.client_server = Some(identity);
         let client = match &learnt.client {
             Some(client) => client.clone(),
             None => {
@@ -427,7 +460,7 @@ impl OAuth {
         };
         match request.await {
             Ok(token) => {
-                self.hold(&token, &held.scopes, client);
+                self.hold(&token, &held.scopes, client, discovered);
                 true
             }
             Err(e) => {
@@ -443,7 +476,7 @@ impl OAuth {
 
     async fn obtain(&self, challenge: &Challenge) -> Result<(), AuthorizationError> {
         let mut learnt = self.learnt.lock().await;
-        let (discovered, client) = self.learn(&mut learnt, challenge).await?;
+        let (discovered, client) = self.learn(&mut learnt, challenge, true).await?;
         // An expired token with a refresh token: refreshed, unless more scope is wanted.
         if !challenge.wants_more_scope() && self.refresh(&client, &discovered).await {
             return Ok(());
@@ -469,13 +502,13 @@ impl OAuth {
                     .request_async(&self.http.client)
                     .await
                     .map_err(|e| token_refused(&e))?;
-                self.hold(&token, &scopes, &client);
+                self.hold(&token, &scopes, &client, &discovered);
             }
             OAuthGrant::IdentityAssertion(provider) => {
                 let token = self
                     .by_identity_assertion(provider, &client, &discovered, &scopes)
                     .await?;
-                self.hold(&token, &scopes, &client);
+                self.hold(&token, &scopes, &client, &discovered);
             }
             OAuthGrant::AuthorizationCode(agent) => {
                 let redirect = agent.redirect_uri();
@@ -501,7 +534,7 @@ impl OAuth {
                     .add_extra_param("resource", discovered.resource.clone())
                     .url();
                 let back = agent.visit(&url).await?;
-                let code = code_from(&back, state.secret())?;
+                let code = code_from(&back, state.secret(), &discovered.server)?;
                 let request = oauth
                     .exchange_code(AuthorizationCode::new(code))
                     .map_err(|e| oauth_error(e, "the authorization server has no token endpoint"))?
@@ -513,7 +546,7 @@ impl OAuth {
                     .request_async(&self.http.client)
                     .await
                     .map_err(|e| token_refused(&e))?;
-                self.hold(&token, &scopes, &client);
+                self.hold(&token, &scopes, &client, &discovered);
             }
         }
         Ok(())
@@ -665,8 +698,15 @@ fn assertion_params(
     ])
 }
 
-/// The code the authorization server sent back, once its `state` is checked.
-fn code_from(back: &Url, state: &str) -> Result<String, AuthorizationError> {
+/// The code the authorization server sent back, once its `state` is checked and the `iss`
+/// it names, if any (required when its metadata says it sends one), is its issuer exactly
+/// as its metadata names it (RFC 9207: no normalization), so that a response from another
+/// authorization server (a mix-up) is not used.
+fn code_from(
+    back: &Url,
+    state: &str,
+    server: &discovery::ServerMetadata,
+) -> Result<String, AuthorizationError> {
     let param = |name: &str| {
         back.query_pairs()
             .find(|(k, _)| k == name)
@@ -689,6 +729,24 @@ fn code_from(back: &Url, state: &str) -> Result<String, AuthorizationError> {
             "the authorization came back with another state than the one sent",
             "start the authorization again (a stale or forged redirect is not used)",
         ));
+    }
+    match (param("iss"), &server.issuer) {
+        (Some(iss), Some(issuer)) if &iss != issuer => {
+            return Err(oauth_error(
+                format!(
+                    "the authorization came back from issuer {}, not {issuer}",
+                    maljan_mcp_proto::untrusted_text::escape_controls(&iss)
+                ),
+                "start the authorization again (a response of another authorization server is not used)",
+            ));
+        }
+        (None, _) if server.authorization_response_iss_parameter_supported => {
+            return Err(oauth_error(
+                "the authorization came back without the issuer its server says it names",
+                "start the authorization again (an unattributed response is not used)",
+            ));
+        }
+        _ => {}
     }
     param("code").ok_or_else(|| {
         oauth_error(
@@ -759,6 +817,7 @@ mod tests {
                 token_endpoint_auth_methods_supported: None,
                 code_challenge_methods_supported: None,
                 client_id_metadata_document_supported: false,
+                authorization_response_iss_parameter_supported: false,
             },
         }
     }
@@ -825,16 +884,42 @@ mod tests {
     #[test]
     fn a_redirect_is_used_only_with_the_state_sent_and_a_refusal_is_said() {
         let back = |q: &str| Url::parse(&format!("http://127.0.0.1/cb?{q}")).unwrap();
-        assert_eq!(code_from(&back("code=c1&state=s1"), "s1").unwrap(), "c1");
-        let forged = code_from(&back("code=c1&state=other"), "s1").unwrap_err();
+        let server = discovered(None, None).server;
+        assert_eq!(
+            code_from(&back("code=c1&state=s1"), "s1", &server).unwrap(),
+            "c1"
+        );
+        let forged = code_from(&back("code=c1&state=other"), "s1", &server).unwrap_err();
         assert!(forged.what.contains("another state"), "{forged}");
-        assert!(code_from(&back("state=s1"), "s1").is_err());
+        assert!(code_from(&back("state=s1"), "s1", &server).is_err());
         let refused = code_from(
             &back("error=access_denied&error_description=%1b%5b31mno"),
             "s1",
+            &server,
         )
         .unwrap_err();
         assert!(refused.what.contains("access_denied"), "{refused}");
         assert!(!refused.what.contains('\u{1b}'), "{refused}");
+    }
+
+    #[test]
+    fn a_redirect_naming_another_issuer_or_none_where_one_is_promised_is_refused() {
+        let back = |q: &str| Url::parse(&format!("http://127.0.0.1/cb?{q}")).unwrap();
+        let mut server = discovered(None, None).server;
+        server.issuer = Some("https://auth.example.com".into());
+        let ok = "code=c&state=s&iss=https%3A%2F%2Fauth.example.com";
+        assert_eq!(code_from(&back(ok), "s", &server).unwrap(), "c");
+        assert!(code_from(&back("code=c&state=s"), "s", &server).is_ok());
+        for other in [
+            "https%3A%2F%2Fevil.example",
+            "https%3A%2F%2FAUTH.example.com",
+            "https%3A%2F%2Fauth.example.com%2F",
+        ] {
+            let mixed_up = code_from(&back(&format!("code=c&state=s&iss={other}")), "s", &server);
+            assert!(mixed_up.is_err(), "{other}");
+        }
+        server.authorization_response_iss_parameter_supported = true;
+        assert!(code_from(&back("code=c&state=s"), "s", &server).is_err());
+        assert!(code_from(&back(ok), "s", &server).is_ok());
     }
 }

@@ -145,6 +145,24 @@ struct Registration {
 }
 
 /// Registers on the spot (RFC 7591).
+/// The registration's `application_type` (SEP-837): `web` for a client the browser comes back
+/// to on another host over https, `native` for the rest (a program on this host, coming back
+/// to loopback or to no browser at all).
+fn application_type(redirect_uri: Option<&str>) -> &'static str {
+    let remote_web = redirect_uri
+        .and_then(|r| Url::parse(r).ok())
+        .is_some_and(|url| {
+            url.scheme() == "https"
+                && match url.host() {
+                    Some(url::Host::Domain(name)) => !name.eq_ignore_ascii_case("localhost"),
+                    Some(url::Host::Ipv4(ip)) => !ip.is_loopback(),
+                    Some(url::Host::Ipv6(ip)) => !ip.is_loopback(),
+                    None => false,
+                }
+        });
+    if remote_web { "web" } else { "native" }
+}
+
 async fn register(
     http: &OAuthHttp,
     settings: &OAuthSettings,
@@ -186,6 +204,7 @@ async fn register(
         "client_name": settings.client_name,
         "grant_types": grant_types,
         "token_endpoint_auth_method": asked_method,
+        "application_type": application_type(redirect_uri),
     });
     if let Some(redirect) = redirect_uri {
         body["redirect_uris"] = serde_json::json!([redirect]);
@@ -240,6 +259,21 @@ async fn register(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_program_on_this_host_registers_as_native_a_remote_web_client_as_web() {
+        assert_eq!(application_type(None), "native");
+        assert_eq!(
+            application_type(Some("http://127.0.0.1:9/callback")),
+            "native"
+        );
+        assert_eq!(application_type(Some("https://localhost/cb")), "native");
+        assert_eq!(application_type(Some("com.example.app:/cb")), "native");
+        assert_eq!(
+            application_type(Some("https://triage.example.com/cb")),
+            "web"
+        );
+    }
 
     #[test]
     fn a_client_authenticates_as_the_server_allows() {

@@ -91,6 +91,10 @@ pub struct StoredClient {
     pub secret: Option<String>,
     /// Its token endpoint authentication method.
     pub method: String,
+    /// The authorization server it is registered with (its issuer, else its token
+    /// endpoint): it is not used with another.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
 }
 
 impl fmt::Debug for StoredClient {
@@ -99,6 +103,7 @@ impl fmt::Debug for StoredClient {
             .field("id", &self.id)
             .field("secret", &self.secret.as_ref().map(|_| "<hidden>"))
             .field("method", &self.method)
+            .field("server", &self.server)
             .finish()
     }
 }
