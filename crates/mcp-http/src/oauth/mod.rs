@@ -293,16 +293,15 @@ impl OAuth {
                     if matches!(
                         settings.client,
                         OAuthClient::Dynamic | OAuthClient::MetadataDocument { .. }
-                    ) {
-                        if let Some(c) = stored.client {
-                            learnt.client_server = c.server;
-                            learnt.client = Some(RegisteredClient {
-                                id: c.id,
-                                secret: c.secret,
-                                method: c.method,
-                                key: None,
-                            });
-                        }
+                    ) && let Some(c) = stored.client
+                    {
+                        learnt.client_server = c.server;
+                        learnt.client = Some(RegisteredClient {
+                            id: c.id,
+                            secret: c.secret,
+                            method: c.method,
+                            key: None,
+                        });
                     }
                 }
                 Ok(None) => {}
