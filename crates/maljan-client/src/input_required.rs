@@ -98,11 +98,13 @@ impl<R: RequestService> RequestService for AnsweringInput<R> {
         }
         // The first round sends the request as it came; its params are kept for the next.
         let mut params = request.params().cloned().unwrap_or(Value::Null);
+        let headers = request.headers().to_vec();
         let mut first = Some(request);
         for round in 0..=MAX_INPUT_ROUNDS {
-            let request = first
-                .take()
-                .unwrap_or_else(|| OutgoingRequest::new(methods::TOOLS_CALL, Some(params.clone())));
+            let request = first.take().unwrap_or_else(|| {
+                OutgoingRequest::new(methods::TOOLS_CALL, Some(params.clone()))
+                    .with_headers(headers.clone())
+            });
             let reply = match self.inner.request(request, wait, cancellable).await {
                 Ok(reply) => reply,
                 // Once the call was written, a later round lost before it was written is

@@ -6,7 +6,9 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use maljan_mcp_proto::maljan::CapabilityManifest;
-use maljan_mcp_proto::mcp::{Era, Implementation, ProtocolVersion, ServerRequestPolicy, Tool};
+use maljan_mcp_proto::mcp::{
+    Era, Implementation, ParamHeaders, ProtocolVersion, ServerRequestPolicy, Tool,
+};
 use maljan_mcp_transport::Transport;
 use maljan_mcp_transport::session::{
     EraChoice, Session, SessionError, SessionParts, SessionSettings,
@@ -97,6 +99,7 @@ pub(crate) async fn set_up(
     } = Session::set_up_boxed(transport, settings)
         .await?
         .into_parts();
+    let (tools, param_headers) = usable_tools(tools);
     let stateless = (protocol.era() == Era::Stateless)
         .then(|| StatelessRequests::new(protocol, plan.client_info, plan.policy.clone()));
     let calls = ToolCalls::new(Wire::of(Timeout::new(transport), stateless), default_wait);
@@ -109,7 +112,36 @@ pub(crate) async fn set_up(
         manifest,
         manifest_error,
     };
-    Ok((calls.with_tool_waits(setup.tool_waits()), setup))
+    let calls = calls
+        .with_tool_waits(setup.tool_waits())
+        .with_param_headers(param_headers);
+    Ok((calls, setup))
+}
+
+/// The tools that may be called, each with the parameters its calls repeat in headers: a
+/// tool whose `x-mcp-header` annotations are broken is left out (and said so), the others
+/// kept.
+fn usable_tools(tools: Vec<Tool>) -> (Vec<Tool>, HashMap<String, ParamHeaders>) {
+    let mut param_headers = HashMap::new();
+    let usable = tools
+        .into_iter()
+        .filter(|tool| match ParamHeaders::of_schema(&tool.input_schema) {
+            Ok(headers) => {
+                if !headers.is_empty() {
+                    param_headers.insert(tool.name.clone(), headers);
+                }
+                true
+            }
+            Err(e) => {
+                tracing::warn!(
+                    tool = %maljan_mcp_proto::untrusted_text::escape_controls(&tool.name),
+                    "the tool is left out: {e}"
+                );
+                false
+            }
+        })
+        .collect();
+    (usable, param_headers)
 }
 
 /// The manifest, when the server offers `capabilities`, or why it could not be read.

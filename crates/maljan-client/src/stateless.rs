@@ -63,9 +63,12 @@ impl StatelessRequests {
     /// they are, for the server to refuse).
     pub(crate) fn stamp(&self, request: OutgoingRequest) -> OutgoingRequest {
         let ends_setup = request.ends_setup();
+        let headers = request.headers().to_vec();
         let (method, params, _) = request.into_parts();
         let params = with_request_meta(params, &self.meta);
-        let stamped = OutgoingRequest::new(method, Some(params)).stateless(self.version);
+        let stamped = OutgoingRequest::new(method, Some(params))
+            .stateless(self.version)
+            .with_headers(headers);
         match ends_setup {
             Some(ends) => stamped.ending_setup(ends),
             None => stamped,

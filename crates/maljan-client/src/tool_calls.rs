@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use maljan_mcp_proto::jsonrpc::Reply;
 use maljan_mcp_proto::maljan::{ErrorCode, ToolAnswer, ToolFailure};
-use maljan_mcp_proto::mcp::{CallToolParams, CallToolResult, methods};
+use maljan_mcp_proto::mcp::{CallToolParams, CallToolResult, ParamHeaders, methods};
 use maljan_mcp_transport::OutgoingRequest;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -21,6 +21,10 @@ pub(crate) struct ToolCalls<R> {
     inner: R,
     default_wait: Duration,
     tool_waits: HashMap<String, Duration>,
+    /// The parameters each tool's calls repeat in headers, for tools that have any (over
+    /// HTTP only: stdio has no headers).
+    #[cfg(feature = "http")]
+    param_headers: HashMap<String, ParamHeaders>,
 }
 
 impl<R: RequestService> ToolCalls<R> {
@@ -30,7 +34,38 @@ impl<R: RequestService> ToolCalls<R> {
             inner,
             default_wait,
             tool_waits: HashMap::new(),
+            #[cfg(feature = "http")]
+            param_headers: HashMap::new(),
         }
+    }
+
+    /// The headers a call of `tool` with `arguments` repeats its parameters in (over HTTP;
+    /// without it, none).
+    #[cfg(feature = "http")]
+    fn headers_of(&self, tool: &str, arguments: &Map<String, Value>) -> Vec<(String, String)> {
+        self.param_headers
+            .get(tool)
+            .map(|headers| headers.for_arguments(arguments))
+            .unwrap_or_default()
+    }
+
+    #[cfg(not(feature = "http"))]
+    fn headers_of(&self, _: &str, _: &Map<String, Value>) -> Vec<(String, String)> {
+        Vec::new()
+    }
+
+    /// The same calls, a tool's annotated parameters repeated in its calls' headers.
+    #[cfg(feature = "http")]
+    pub(crate) fn with_param_headers(self, param_headers: HashMap<String, ParamHeaders>) -> Self {
+        ToolCalls {
+            param_headers,
+            ..self
+        }
+    }
+
+    #[cfg(not(feature = "http"))]
+    pub(crate) fn with_param_headers(self, _: HashMap<String, ParamHeaders>) -> Self {
+        self
     }
 
     /// The request path below.
@@ -128,6 +163,7 @@ impl<R: RequestService> CallService for ToolCalls<R> {
                 return CallTrace::of(ToolAnswer::failed(not_an_object(&other)));
             }
         };
+        let headers = self.headers_of(&call.tool, &arguments);
         // The arguments move into the request and are dropped once written, before the
         // wait: a file chunk is not held twice while its call is in flight.
         let params = CallToolParams {
@@ -136,7 +172,7 @@ impl<R: RequestService> CallService for ToolCalls<R> {
             meta: call.meta,
         }
         .into_value();
-        let request = OutgoingRequest::new(methods::TOOLS_CALL, Some(params));
+        let request = OutgoingRequest::new(methods::TOOLS_CALL, Some(params)).with_headers(headers);
         let reply = self.inner.request(request, wait, true).await;
         let written = !matches!(&reply, Err(unanswered) if unanswered.unsent());
         let mut cause = None;

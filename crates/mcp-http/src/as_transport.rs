@@ -45,13 +45,14 @@ impl Transport for HttpTransport {
         let id = self.next_id();
         let transport = self.clone();
         let version = request.stateless_version();
+        let headers = request.headers().to_vec();
         let (method, params, _) = request.into_parts();
         let request_id = id.clone();
         let reply = async move {
             match params {
                 Some(params) => {
                     transport
-                        .request_json(request_id, &method, params, version)
+                        .request_json_with_headers(request_id, &method, params, version, headers)
                         .await
                 }
                 None => transport.request(request_id, &method, None).await,

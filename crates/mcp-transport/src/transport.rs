@@ -41,6 +41,7 @@ pub struct OutgoingRequest {
     params: Option<Value>,
     ends_setup: Option<EndsSetup>,
     stateless_version: Option<ProtocolVersion>,
+    headers: Vec<(String, String)>,
 }
 
 impl OutgoingRequest {
@@ -52,7 +53,27 @@ impl OutgoingRequest {
             params,
             ends_setup: None,
             stateless_version: None,
+            headers: Vec::new(),
         }
+    }
+
+    /// Headers a transport over HTTP sends with this request beside those of its era (a
+    /// tool's `Mcp-Param-*`, say); a transport over stdio has no headers and leaves them.
+    ///
+    /// ```
+    /// use maljan_mcp_transport::OutgoingRequest;
+    /// let request = OutgoingRequest::new("tools/call", None)
+    ///     .with_headers(vec![("mcp-param-region".into(), "eu-west".into())]);
+    /// assert_eq!(request.headers().len(), 1);
+    /// ```
+    pub fn with_headers(mut self, headers: Vec<(String, String)>) -> Self {
+        self.headers = headers;
+        self
+    }
+
+    /// The headers given by [`with_headers`](Self::with_headers).
+    pub fn headers(&self) -> &[(String, String)] {
+        &self.headers
     }
 
     /// The request is of the stateless era, in `version` (its `_meta` says so too): a

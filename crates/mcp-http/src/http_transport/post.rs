@@ -76,6 +76,9 @@ impl HttpTransport {
                 if let Some(name) = &modern.name {
                     request = request.header(headers::NAME, name);
                 }
+                for (name, value) in &modern.params {
+                    request = request.header(name, value);
+                }
             }
             None => {
                 if let Some(version) = lock(&self.state.protocol_version).clone() {
@@ -149,7 +152,25 @@ impl HttpTransport {
         params: Value,
         version: Option<ProtocolVersion>,
     ) -> Result<Reply, HttpError> {
-        let modern = version.map(|version| StatelessHeaders::of(version, method, &params));
+        self.request_json_with_headers(id, method, params, version, Vec::new())
+            .await
+    }
+
+    /// [`request_json`](Self::request_json), a modern request carrying `headers` too (a
+    /// tool's `Mcp-Param-*`).
+    pub(crate) async fn request_json_with_headers(
+        &self,
+        id: RequestId,
+        method: &str,
+        params: Value,
+        version: Option<ProtocolVersion>,
+        headers: Vec<(String, String)>,
+    ) -> Result<Reply, HttpError> {
+        let modern = version.map(|version| {
+            let mut modern = StatelessHeaders::of(version, method, &params);
+            modern.params = headers;
+            modern
+        });
         let body = request_line(&id, method, &params);
         drop(params);
         self.request_body(body, id, method, modern).await

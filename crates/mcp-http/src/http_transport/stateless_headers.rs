@@ -11,6 +11,9 @@ pub(super) struct StatelessHeaders {
     pub(super) version: String,
     pub(super) method: String,
     pub(super) name: Option<String>,
+    /// The tool's parameters repeated in headers (`mcp-param-*`), named and written by
+    /// the caller.
+    pub(super) params: Vec<(String, String)>,
 }
 
 impl StatelessHeaders {
@@ -27,6 +30,7 @@ impl StatelessHeaders {
             version: version.as_str().to_owned(),
             method: method.to_owned(),
             name,
+            params: Vec::new(),
         }
     }
 }

@@ -9,6 +9,7 @@ mod lifecycle;
 pub mod methods;
 mod modern_wire;
 mod notifications;
+mod param_headers;
 mod request_meta;
 mod server_requests;
 mod setup_steps;
@@ -24,6 +25,7 @@ pub use input_required::{InputRequest, InputRequired, ResultKind, read_result_ki
 pub use lifecycle::{Implementation, InitializeParams, InitializeResult};
 pub use modern_wire::{headers, meta_keys};
 pub use notifications::{CancelledParams, LoggingMessageParams, ProgressParams};
+pub use param_headers::{InvalidParamHeader, ParamHeaders};
 pub use request_meta::{stateless_meta, with_request_meta};
 pub use server_requests::{ClientRoot, ElicitationPolicy, ServerRequestPolicy};
 pub use setup_steps::{EndlessToolList, EraProbe, ProbeStep, ToolPages};

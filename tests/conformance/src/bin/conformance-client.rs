@@ -18,27 +18,58 @@ use maljan_client::{
 };
 use serde_json::{Value, json};
 
-/// The tool each scenario's server offers, and the arguments to call it with.
-fn call_of(scenario: &str) -> Result<Option<(&'static str, Value)>, String> {
+/// What the client does in a scenario once it is set up (which lists the server's tools).
+enum Play {
+    /// Nothing more.
+    SetUpOnly,
+    /// Calls one tool with these arguments.
+    Call(&'static str, Value),
+    /// Calls `json_schema_echo` with the input schema of `json_schema_2020_12_tool` as it
+    /// was listed, so the scenario sees what the client kept of it.
+    EchoSchema,
+    /// Calls every tool the server lists, with no arguments.
+    CallEvery,
+    /// Makes the calls the scenario's context lists (`toolCalls`: name and arguments).
+    CallsOfContext,
+}
+
+/// The play of each scenario.
+fn play_of(scenario: &str) -> Result<Play, String> {
     if scenario.starts_with("auth/") {
-        return Ok(Some(("test-tool", json!({}))));
+        return Ok(Play::Call("test-tool", json!({})));
     }
     Ok(match scenario {
-        "initialize" => None,
-        "tools_call" => Some(("add_numbers", json!({"a": 5, "b": 3}))),
+        "initialize" | "request-metadata" | "json-schema-ref-no-deref" => Play::SetUpOnly,
+        "tools_call" => Play::Call("add_numbers", json!({"a": 5, "b": 3})),
         "elicitation-sep1034-client-defaults" => {
-            Some(("test_client_elicitation_defaults", json!({})))
+            Play::Call("test_client_elicitation_defaults", json!({}))
         }
-        "sse-retry" => Some(("test_reconnection", json!({}))),
+        "sse-retry" => Play::Call("test_reconnection", json!({})),
+        "json-schema-2020-12-preservation" => Play::EchoSchema,
+        "sep-2322-client-request-state" | "http-standard-headers" | "http-invalid-tool-headers" => {
+            Play::CallEvery
+        }
+        "http-custom-headers" => Play::CallsOfContext,
         other => return Err(format!("scenario {other:?} is not one this adapter plays")),
     })
 }
 
+/// Calls `tool`; its failure, if any, as an error.
+async fn call(server: &ServerConnection, tool: &str, arguments: Value) -> Result<(), String> {
+    match server.call(tool, arguments).await {
+        Ok(answer) => match answer.failure() {
+            None => Ok(()),
+            Some(failure) => Err(format!("{tool}: {}: {}", failure.code, failure.message)),
+        },
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 async fn play(url: &str, scenario: &str) -> Result<(), String> {
-    let call = call_of(scenario)?;
+    let play = play_of(scenario)?;
     let mut settings = ClientSettings::default();
     settings.default_timeout = Duration::from_secs(20);
-    if scenario.starts_with("elicitation") {
+    if scenario.starts_with("elicitation") || scenario.starts_with("sep-2322") {
         settings.elicitation = ElicitationPolicy::Defaults;
     }
     let mut config = ServerConfig::http("conformance", url);
@@ -48,15 +79,45 @@ async fn play(url: &str, scenario: &str) -> Result<(), String> {
     let server = ServerConnection::connect(&config, settings, ConnectionContext::default())
         .await
         .map_err(|e| e.to_string())?;
-    let outcome = match call {
-        None => Ok(()),
-        Some((tool, arguments)) => match server.call(tool, arguments).await {
-            Ok(answer) => match answer.failure() {
-                None => Ok(()),
-                Some(failure) => Err(format!("{tool}: {}: {}", failure.code, failure.message)),
-            },
-            Err(e) => Err(e.to_string()),
-        },
+    let outcome = match play {
+        Play::SetUpOnly => Ok(()),
+        Play::Call(tool, arguments) => call(&server, tool, arguments).await,
+        Play::EchoSchema => {
+            let schema = server
+                .model_tools()
+                .iter()
+                .find(|t| t.name == "json_schema_2020_12_tool")
+                .map(|t| t.input_schema.clone());
+            match schema {
+                Some(schema) => call(&server, "json_schema_echo", json!({"schema": schema})).await,
+                None => Err("the server lists no json_schema_2020_12_tool".to_owned()),
+            }
+        }
+        Play::CallEvery => {
+            let tools: Vec<String> = server
+                .model_tools()
+                .iter()
+                .map(|t| t.name.clone())
+                .collect();
+            let mut outcome = Ok(());
+            for tool in tools {
+                // Every tool is called, whatever an earlier one answered.
+                if let Err(e) = call(&server, &tool, json!({})).await {
+                    outcome = outcome.and(Err(e));
+                }
+            }
+            outcome
+        }
+        Play::CallsOfContext => {
+            let mut outcome = Ok(());
+            for listed in context()["toolCalls"].as_array().into_iter().flatten() {
+                let tool = listed["name"].as_str().unwrap_or_default();
+                if let Err(e) = call(&server, tool, listed["arguments"].clone()).await {
+                    outcome = outcome.and(Err(e));
+                }
+            }
+            outcome
+        }
     };
     server.close().await;
     outcome
@@ -100,13 +161,18 @@ impl UserAgent for Headless {
     }
 }
 
+/// The scenario's context, as the suite hands it over.
+fn context() -> Value {
+    std::env::var("MCP_CONFORMANCE_CONTEXT")
+        .ok()
+        .and_then(|c| serde_json::from_str(&c).ok())
+        .unwrap_or_default()
+}
+
 /// The OAuth client a scenario's context describes: its own credentials when it gives
 /// them, a client ID metadata document (or registration on the spot) otherwise.
 fn authorizer(url: &str, scenario: &str) -> Result<Arc<OAuth>, String> {
-    let context: Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
-        .ok()
-        .and_then(|c| serde_json::from_str(&c).ok())
-        .unwrap_or_default();
+    let context = context();
     let text = |key: &str| context[key].as_str().map(str::to_owned);
     let client = match (text("client_id"), text("private_key_pem")) {
         (Some(id), Some(private_key_pem)) => OAuthClient::KeyRegistered {
