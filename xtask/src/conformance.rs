@@ -3,9 +3,10 @@
 //! Installs `@modelcontextprotocol/conformance` (pinned) into `target/conformance`, with
 //! Node 22 from npm's `node` package when the system's Node is older (the suite needs 22),
 //! then runs (a) every client scenario against `conformance-client` (the Maljan client;
-//! the authorization scenarios with its OAuth, by group), and (b) the server scenarios that
-//! apply to a tool server against `conformance-server` (the sidecar kit over Streamable
-//! HTTP).
+//! the authorization scenarios with its OAuth, by group), (b) the client scenarios of
+//! 2026-07-28 of the suite's 0.2.0 line (pinned, in `target/conformance-2026`), by group,
+//! and (c) the server scenarios that apply to a tool server against `conformance-server`
+//! (the sidecar kit over Streamable HTTP).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -15,6 +16,8 @@ use crate::{cargo, npm_install, root};
 
 /// The conformance suite, pinned.
 const SUITE: &str = "@modelcontextprotocol/conformance@0.1.16";
+/// The suite's 0.2.0 line, pinned: the client scenarios of 2026-07-28.
+const SUITE_2026: &str = "@modelcontextprotocol/conformance@0.2.0-alpha.12";
 /// Node 22 as an npm package, pinned: for machines whose Node is older.
 const NODE_22: &str = "node@22.23.3";
 
@@ -69,6 +72,70 @@ const AUTH_GROUPS: [(&str, &[&str]); 4] = [
             "auth/client-credentials-basic",
             "auth/client-credentials-jwt",
             "auth/cross-app-access-complete-flow",
+        ],
+    ),
+];
+
+/// Every client scenario the 0.2.0 line requires of 2026-07-28 (`list --client
+/// --spec-version 2026-07-28`), by group. Its extensions (DPoP, workload identity) are not
+/// among them, and the client does not declare them.
+const GROUPS_2026: [(&str, &[&str]); 5] = [
+    (
+        "tools, request metadata and request state",
+        &[
+            "tools_call",
+            "request-metadata",
+            "sep-2322-client-request-state",
+        ],
+    ),
+    (
+        "HTTP headers",
+        &[
+            "http-standard-headers",
+            "http-custom-headers",
+            "http-invalid-tool-headers",
+        ],
+    ),
+    (
+        "JSON Schema",
+        &[
+            "json-schema-ref-no-deref",
+            "json-schema-2020-12-preservation",
+        ],
+    ),
+    (
+        "authorization: discovery and the issuer",
+        &[
+            "auth/metadata-default",
+            "auth/metadata-var1",
+            "auth/metadata-var2",
+            "auth/metadata-var3",
+            "auth/resource-mismatch",
+            "auth/authorization-server-migration",
+            "auth/metadata-issuer-mismatch",
+            "auth/iss-supported",
+            "auth/iss-not-advertised",
+            "auth/iss-supported-missing",
+            "auth/iss-wrong-issuer",
+            "auth/iss-unexpected",
+            "auth/iss-normalized",
+        ],
+    ),
+    (
+        "authorization: registration, scopes and tokens",
+        &[
+            "auth/basic-cimd",
+            "auth/pre-registration",
+            "auth/token-endpoint-auth-basic",
+            "auth/token-endpoint-auth-post",
+            "auth/token-endpoint-auth-none",
+            "auth/scope-from-www-authenticate",
+            "auth/scope-from-scopes-supported",
+            "auth/scope-omitted-when-undefined",
+            "auth/scope-step-up",
+            "auth/scope-retry-limit",
+            "auth/offline-access-scope",
+            "auth/offline-access-not-supported",
         ],
     ),
 ];
@@ -170,6 +237,42 @@ fn add(total: &mut Tally, one: Tally) {
     total.failed += one.failed;
 }
 
+/// Runs each group's client scenarios (with `extra` arguments) against `client`: the
+/// checks failed in all, and a line per group saying how many scenarios passed.
+fn run_groups(
+    node: &Path,
+    entry: &Path,
+    dir: &Path,
+    client: &str,
+    groups: &[(&str, &[&str])],
+    extra: &[&str],
+    what: &str,
+) -> Result<(u32, Vec<String>), String> {
+    let mut failed = 0;
+    let mut lines = Vec::new();
+    for (group, names) in groups {
+        let mut tally = Tally::default();
+        let mut scenarios_passed = 0;
+        for name in *names {
+            let mut args = vec!["client", "--command", client, "--scenario", name];
+            args.extend_from_slice(extra);
+            let one = scenario(node, entry, dir, &args)?;
+            if one.failed == 0 {
+                scenarios_passed += 1;
+            }
+            add(&mut tally, one);
+        }
+        failed += tally.failed;
+        lines.push(format!(
+            "xtask conformance: {what}, {group}: {scenarios_passed} of {} scenarios passed ({} checks passed, {} failed)",
+            names.len(),
+            tally.passed,
+            tally.failed
+        ));
+    }
+    Ok((failed, lines))
+}
+
 /// A running `conformance-server`, stopped when dropped.
 struct KitServer(std::process::Child);
 
@@ -199,27 +302,31 @@ pub(crate) fn run_conformance() -> Result<(), String> {
         add(&mut clients, scenario(&node, &entry, &dir, &args)?);
     }
 
-    let mut auth_failed = 0;
-    let mut auth_lines = Vec::new();
-    for (group, names) in AUTH_GROUPS {
-        let mut tally = Tally::default();
-        let mut scenarios_passed = 0;
-        for name in names {
-            let args = ["client", "--command", &client, "--scenario", name];
-            let one = scenario(&node, &entry, &dir, &args)?;
-            if one.failed == 0 {
-                scenarios_passed += 1;
-            }
-            add(&mut tally, one);
-        }
-        auth_failed += tally.failed;
-        auth_lines.push(format!(
-            "xtask conformance: our client's authorization, {group}: {scenarios_passed} of {} scenarios passed ({} checks passed, {} failed)",
-            names.len(),
-            tally.passed,
-            tally.failed
-        ));
+    let (auth_failed, auth_lines) = run_groups(
+        &node,
+        &entry,
+        &dir,
+        &client,
+        &AUTH_GROUPS,
+        &[],
+        "our client's authorization, 0.1.16",
+    )?;
+    let dir_2026 = root().join("target").join("conformance-2026");
+    std::fs::create_dir_all(&dir_2026)
+        .map_err(|e| format!("creating {}: {e}", dir_2026.display()))?;
+    let entry_2026 = dir_2026.join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
+    if !entry_2026.is_file() {
+        npm_install(&dir_2026, &[SUITE_2026])?;
     }
+    let (failed_2026, lines_2026) = run_groups(
+        &node,
+        &entry_2026,
+        &dir_2026,
+        &client,
+        &GROUPS_2026,
+        &["--spec-version", "2026-07-28"],
+        "our client at 2026-07-28 (0.2.0-alpha.12)",
+    )?;
 
     let mut child = Command::new(target.join("debug/conformance-server"))
         .stdout(Stdio::piped())
@@ -253,7 +360,7 @@ pub(crate) fn run_conformance() -> Result<(), String> {
         clients.passed,
         clients.failed
     );
-    for line in &auth_lines {
+    for line in auth_lines.iter().chain(&lines_2026) {
         println!("{line}");
     }
     println!(
@@ -262,7 +369,7 @@ pub(crate) fn run_conformance() -> Result<(), String> {
         servers.passed,
         servers.failed
     );
-    if clients.failed + auth_failed + servers.failed > 0 {
+    if clients.failed + auth_failed + failed_2026 + servers.failed > 0 {
         return Err("the conformance suite found failures (their output is above)".to_owned());
     }
     Ok(())
