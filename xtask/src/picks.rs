@@ -186,12 +186,13 @@ const KNOWN_DUPLICATES: &[(&str, &str)] = &[
     ),
     (
         "syn",
-        "zip 9 derives zeroize (zeroize_derive: syn 2) whatever its features; clap_derive and \
-         the rest are on syn 3",
+        "zip 9 (zeroize_derive), oauth2 5.0 (thiserror 1) and object_store 0.14 (tracing's \
+         attributes, on by its default features) derive with 2; clap_derive and the rest are on 3",
     ),
     (
         "base64",
-        "sqlx 0.9 (maljan-fleet) is on 0.22 and object_store 0.14 with reqwest 0.13 on 0.23",
+        "sqlx 0.9 (maljan-fleet) and oauth2 5.0 are on 0.22, object_store 0.14's reqwest 0.13 \
+         on 0.23",
     ),
     (
         "hashbrown",
@@ -199,13 +200,13 @@ const KNOWN_DUPLICATES: &[(&str, &str)] = &[
     ),
     (
         "reqwest",
-        "object_store 0.14 (maljan-fleet's S3 client) is on 0.13; maljan-mcp-http is on 0.12 \
-         until it moves (0.13 renamed the TLS features it picks)",
+        "oauth2 5.0 (its latest release; maljan-mcp-http's `oauth` feature) is on 0.12, \
+         object_store 0.14 (maljan-fleet's S3 client) on 0.13",
     ),
     (
         "sha2",
-        "sqlx 0.9's SCRAM login is on 0.11; the workspace's own hashing is on 0.10 until it \
-         moves (0.11 changes the digest's output type)",
+        "oauth2 5.0's PKCE is on 0.10 and sqlx 0.9's SCRAM login on 0.11: moving the \
+         workspace's own hashing would not remove either",
     ),
     ("digest", "sha2 0.10 and 0.11 (see sha2)"),
     ("block-buffer", "sha2 0.10 and 0.11 (see sha2)"),
@@ -213,16 +214,15 @@ const KNOWN_DUPLICATES: &[(&str, &str)] = &[
     ("cpufeatures", "sha2 0.10 and 0.11 (see sha2)"),
     (
         "thiserror",
-        "oauth2 5.0 (maljan-mcp-http's `oauth` feature; its latest release) is on 1, the \
-         workspace on 2",
+        "oauth2 5.0 (see reqwest) is on 1, the workspace on 2",
     ),
     ("thiserror-impl", "thiserror 1 and 2 (see thiserror)"),
     (
         "rand",
-        "oauth2 5.0 (see thiserror) draws its PKCE verifiers and states with 0.8; the rest \
-         of the tree is on 0.9",
+        "oauth2 5.0 (see reqwest) draws its PKCE verifiers and states with 0.8; object_store \
+         0.14 and sqlx 0.9 are on 0.10",
     ),
-    ("rand_core", "rand 0.8 and 0.9 (see rand)"),
+    ("rand_core", "rand 0.8 and 0.10 (see rand)"),
 ];
 
 /// Every crate of which the workspace's normal and build dependencies hold two versions,
