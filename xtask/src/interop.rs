@@ -147,6 +147,30 @@ pub(crate) fn run_interop() -> Result<(), String> {
     Ok(())
 }
 
+/// The interop cache's virtual environment with the pinned Python SDK (1.x, FastMCP), made
+/// when missing; its interpreter, or `None` without python3.
+pub(crate) fn python_sdk() -> Result<Option<PathBuf>, String> {
+    if !works("python3", "--version") {
+        return Ok(None);
+    }
+    let venv = root().join("target/interop/venv");
+    python_with(&venv, &[PYTHON_MCP], "mcp.server.fastmcp").map(Some)
+}
+
+/// The pinned `server-everything`'s entry point in the interop cache, installed when
+/// missing; `None` without node and npm.
+pub(crate) fn server_everything() -> Result<Option<PathBuf>, String> {
+    if !(works("node", "--version") && works("npm", "--version")) {
+        return Ok(None);
+    }
+    let prefix = root().join("target/interop/npm");
+    let entry = prefix.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    if !entry.is_file() {
+        npm_install(&prefix, &[EVERYTHING])?;
+    }
+    Ok(Some(entry))
+}
+
 /// A virtual environment at `venv` with the Python SDK `sdk` (which has the module
 /// `import`), made when missing; its interpreter.
 fn python_with(venv: &Path, packages: &[&str], import: &str) -> Result<PathBuf, String> {

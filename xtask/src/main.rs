@@ -12,6 +12,10 @@
 //! - `fuzz [TARGET] [--time SECONDS]`: runs fuzz targets on nightly (all by default, 60 s
 //!   each), installing cargo-fuzz when it is missing.
 //! - `bench`: the criterion benchmarks.
+//! - `bench --peers [--calls N] [--repetitions R] [--in-flight K]`: echo calls of every
+//!   bench client (ours, rmcp's, the Python SDK's) against every echo server (our kit, rmcp,
+//!   the Python SDK, server-everything), over stdio and Streamable HTTP, repetitions
+//!   interleaved; prints the medians, their spread and our ratios to each peer.
 //! - `graph`: checks the README's crate graph against the manifests.
 //! - `examples`: builds and runs each pick's example (a stdio and an HTTP session, the
 //!   classifier, the breaker, the ledger, the kit's echo server) and checks what it prints.
@@ -50,6 +54,7 @@ mod fuzz;
 mod garage;
 mod interop;
 mod packaging;
+mod peers_bench;
 mod picks;
 mod postgres;
 
@@ -61,6 +66,9 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(),
         Some("fuzz") => fuzz::run_from_args(&args[1..]),
+        Some("bench") if args.get(1).is_some_and(|a| a == "--peers") => {
+            peers_bench::run_from_args(&args[2..])
+        }
         Some("bench") => cargo(&["bench", "--workspace"], &[]),
         Some("interop") => interop::run_interop(),
         Some("conformance") => conformance::run_conformance(),
