@@ -7,7 +7,7 @@ use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Instant, SystemTime};
 
 use maljan_confine::Root;
@@ -53,7 +53,10 @@ type FileStamp = (u64, u64, u64, SystemTime);
 /// [`maljan_confine::Root`]).
 #[derive(Debug)]
 pub struct JobDir {
-    root: Root,
+    root: OnceLock<Root>,
+    /// Serializes the making of a job directory made on first use.
+    making: Mutex<()>,
+    /// Whether the directory is this job's own, made for it and removed with it.
     owned_temp: bool,
     pub(crate) uploads: Mutex<HashMap<u64, Upload>>,
     /// Signalled whenever an upload moves on (a chunk stored or refused, an upload ended):
@@ -78,19 +81,29 @@ fn stamp(file: &File) -> io::Result<FileStamp> {
 impl JobDir {
     /// A job in `dir` (created if missing), kept when the job ends.
     pub fn in_dir(dir: impl AsRef<Path>) -> io::Result<Arc<JobDir>> {
-        Self::create(dir.as_ref(), false)
+        Ok(Arc::new(Self::with_root(
+            Root::create(dir.as_ref())?,
+            false,
+        )))
     }
 
-    fn create(dir: &Path, owned_temp: bool) -> io::Result<Arc<JobDir>> {
-        Ok(Arc::new(JobDir {
-            root: Root::create(dir)?,
+    fn unmade(owned_temp: bool) -> JobDir {
+        JobDir {
+            root: OnceLock::new(),
+            making: Mutex::new(()),
             owned_temp,
             uploads: Mutex::default(),
             upload_moved: Condvar::new(),
             next_upload: AtomicU64::new(1),
             digests: Mutex::default(),
             disk_used: AtomicU64::new(0),
-        }))
+        }
+    }
+
+    fn with_root(root: Root, owned_temp: bool) -> JobDir {
+        let job = Self::unmade(owned_temp);
+        let _ = job.root.set(root);
+        job
     }
 
     /// The job `MALJAN_JOB_DIR` names, or a fresh temporary one, removed when the job ends.
@@ -101,29 +114,42 @@ impl JobDir {
         }
     }
 
-    /// A fresh temporary job directory, removed when the job ends.
+    /// A fresh temporary job directory (a new name under the system's temporary directory,
+    /// only its owner may enter), removed when the job ends.
     pub fn temporary() -> io::Result<Arc<JobDir>> {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let nanos = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let name = format!(
-            "maljan-job-{}-{nanos}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
-        Self::create(&std::env::temp_dir().join(name), true)
+        Ok(Arc::new(Self::with_root(make_temporary()?, true)))
     }
 
-    /// The job's directory (canonical).
-    pub fn dir(&self) -> &Path {
-        self.root.path()
+    /// A temporary job whose directory is made when it is first used, removed when the job
+    /// ends: a call that writes no file and opens none (most calls of a stateless server)
+    /// costs no directory.
+    #[cfg(feature = "http")]
+    pub(crate) fn temporary_on_first_use() -> Arc<JobDir> {
+        Arc::new(Self::unmade(true))
+    }
+
+    /// The job's directory (canonical), made now if it is made on first use.
+    pub fn dir(&self) -> io::Result<&Path> {
+        self.root().map(Root::path)
     }
 
     /// The job's directory, held open: where a tool writes its files
-    /// ([`Root::create_dirs`], [`Root::create_new`]).
-    pub fn root(&self) -> &Root {
-        &self.root
+    /// ([`Root::create_dirs`], [`Root::create_new`]); made now if it is made on first use.
+    pub fn root(&self) -> io::Result<&Root> {
+        if let Some(root) = self.root.get() {
+            return Ok(root);
+        }
+        let _making = lock(&self.making);
+        if let Some(root) = self.root.get() {
+            return Ok(root);
+        }
+        let root = make_temporary()?;
+        Ok(self.root.get_or_init(|| root))
+    }
+
+    /// The directory if it has been made.
+    pub(crate) fn made(&self) -> Option<&Root> {
+        self.root.get()
     }
 
     pub(crate) fn next_upload_id(&self) -> u64 {
@@ -194,7 +220,7 @@ impl JobDir {
 
     /// Removes an upload's temporary file.
     pub(crate) fn discard_incoming(&self, temp: &str) {
-        if let Ok(dir) = self.root.create_dirs(INCOMING_DIR) {
+        if let Some(Ok(dir)) = self.made().map(|root| root.create_dirs(INCOMING_DIR)) {
             let _ = dir.remove_file(temp);
         }
     }
@@ -204,8 +230,8 @@ impl JobDir {
     /// it by that moment. (Dropping the job removes it too.)
     #[cfg(feature = "http")]
     pub(crate) fn remove_now(&self) {
-        if self.owned_temp {
-            let _ = std::fs::remove_dir_all(self.root.path());
+        if let (true, Some(root)) = (self.owned_temp, self.made()) {
+            let _ = std::fs::remove_dir_all(root.path());
         }
     }
 }
@@ -216,8 +242,59 @@ impl Drop for JobDir {
         for upload in uploads.into_values() {
             self.discard_incoming(&upload.temp);
         }
-        if self.owned_temp {
-            let _ = std::fs::remove_dir_all(self.root.path());
+        if let (true, Some(root)) = (self.owned_temp, self.made()) {
+            let _ = std::fs::remove_dir_all(root.path());
         }
+    }
+}
+
+/// A new directory under the system's temporary directory, made only if the name was free
+/// and entered only by its owner, so that nobody else can plant or read a job's files.
+fn make_temporary() -> io::Result<Root> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new()
+        .prefix("maljan-job-")
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()?;
+    let root = Root::open(dir.path())?;
+    // Removed by the job when it ends, not by `TempDir` when this function returns.
+    let _ = dir.keep();
+    Ok(root)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    #[test]
+    fn a_temporary_job_is_a_new_directory_only_its_owner_may_enter_and_ends_with_the_job() {
+        let job = JobDir::temporary().unwrap();
+        let dir = job.dir().unwrap().to_path_buf();
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700, "{}", dir.display());
+        assert_ne!(dir, JobDir::temporary().unwrap().dir().unwrap());
+        drop(job);
+        assert!(!dir.exists());
+    }
+
+    #[cfg(feature = "http")]
+    #[test]
+    fn a_job_made_on_first_use_costs_no_directory_until_a_file_is_wanted() {
+        let unused = JobDir::temporary_on_first_use();
+        assert!(unused.made().is_none());
+        drop(unused);
+
+        let used = JobDir::temporary_on_first_use();
+        let both = std::thread::scope(|scope| {
+            let first = scope.spawn(|| used.dir().unwrap().to_path_buf());
+            let second = scope.spawn(|| used.dir().unwrap().to_path_buf());
+            (first.join().unwrap(), second.join().unwrap())
+        });
+        assert_eq!(both.0, both.1, "one directory, whoever asks first");
+        assert!(both.0.is_dir());
+        drop(used);
+        assert!(!both.0.exists());
     }
 }

@@ -245,7 +245,14 @@ impl ToolContext {
     /// refused as `bad_argument` saying why; a missing file is `no_such_file`. The file is
     /// opened in the same step as the path is checked: read it, never the path again.
     pub fn open(&self, named: &str) -> Result<ConfinedFile, ToolFailure> {
-        let mut roots = vec![self.job.root()];
+        let job = self.job.root().map_err(|e| {
+            ToolFailure::new(
+                ErrorCode::ToolFailed,
+                format!("the job's directory cannot be made: {e}"),
+                None,
+            )
+        })?;
+        let mut roots = vec![job];
         roots.extend(self.roots.iter());
         open_beneath(&roots, named)
     }

@@ -166,7 +166,7 @@ pub(crate) fn unpack(args: &Arguments, ctx: &ToolContext) -> ToolResult {
         )
     })?;
     let mut report = Report {
-        out: output_dir(ctx.job.root(), path)?,
+        out: output_dir(ctx.job.root().map_err(failed)?, path)?,
         files: Vec::new(),
         refused: Vec::new(),
         stopped: None,

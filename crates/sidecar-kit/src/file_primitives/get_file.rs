@@ -19,7 +19,11 @@ pub(super) fn get_file(args: &Arguments, ctx: &ToolContext) -> ToolResult {
         .optional_u64("length")?
         .unwrap_or(MAX_GET_FILE_CHUNK)
         .min(MAX_GET_FILE_CHUNK);
-    let opened = match crate::confined::open_beneath(&[ctx.job.root()], named) {
+    let job = ctx
+        .job
+        .root()
+        .map_err(|e| failed(format!("the job's directory cannot be made: {e}")))?;
+    let opened = match crate::confined::open_beneath(&[job], named) {
         Ok(opened) => opened,
         Err(failure) => return Ok(json!({"error": failure.message})),
     };

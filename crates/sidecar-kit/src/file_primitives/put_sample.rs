@@ -42,6 +42,7 @@ pub(super) fn sha_argument(args: &Arguments) -> Result<String, ToolFailure> {
 /// A directory of the job, made where missing; a symlink planted in its place is refused.
 pub(super) fn job_dir(job: &JobDir, name: &str) -> Result<Root, ToolFailure> {
     job.root()
+        .map_err(|e| failed(format!("the job's directory cannot be made: {e}")))?
         .create_dirs(name)
         .map_err(|e| failed(format!("the job's {name} directory cannot be used: {e}")))
 }
@@ -71,11 +72,11 @@ pub(super) fn store_upload(
 ) -> Result<std::path::PathBuf, ToolFailure> {
     let stored = file.finish_into_file().and_then(|(_, file)| {
         let incoming = job
-            .root()
+            .root()?
             .create_dirs(INCOMING_DIR)
             .map_err(std::io::Error::other)?;
         let samples = job
-            .root()
+            .root()?
             .create_dirs(SAMPLES_DIR)
             .map_err(std::io::Error::other)?;
         let stored_as = store_as_new(&incoming, temp, &samples, name)?;

@@ -151,7 +151,14 @@ impl<K: Eq + Hash + Clone> Sessions<K> {
             keys.iter().filter_map(|key| table.remove(key)).collect()
         };
         for session in &expired {
-            tracing::info!(job = %session.job.dir().display(), "an idle job expired");
+            let dir = session
+                .job
+                .made()
+                .map(|root| root.path().display().to_string());
+            tracing::info!(
+                job = dir.as_deref().unwrap_or("never made"),
+                "an idle job expired"
+            );
             session.end();
         }
     }
@@ -190,7 +197,7 @@ mod tests {
     fn an_ended_job_takes_its_directory_with_it() {
         let sessions = Sessions::new(4, 4, Duration::from_secs(60));
         let session = sessions.open("a", HERE).unwrap();
-        let dir = session.job.dir().to_path_buf();
+        let dir = session.job.dir().unwrap().to_path_buf();
         assert!(dir.exists());
         assert!(sessions.end(&"a"));
         assert!(!dir.exists());

@@ -29,12 +29,7 @@ pub(super) fn stateless_job(
     let key = JobKey::in_meta(meta)
         .map_err(|e| ErrorObject::new(error_codes::INVALID_PARAMS, e.to_string()))?;
     let Some(key) = key else {
-        return JobDir::temporary().map_err(|e| {
-            ErrorObject::new(
-                error_codes::INTERNAL_ERROR,
-                format!("no job directory could be made: {e}"),
-            )
-        });
+        return Ok(JobDir::temporary_on_first_use());
     };
     state
         .stateless
