@@ -87,7 +87,10 @@ pub const WARM_UP_CALLS: usize = 200;
 ///     3,
 ///     Duration::from_micros(300),
 /// );
-/// assert_eq!(line, r#"{"parallel_calls_per_s":10000.0,"serial_calls_per_s":5000.0,"serial_p50_us":200.0}"#);
+/// assert_eq!(
+///     line,
+///     r#"{"parallel_calls_per_s":10000.0,"serial_calls_per_s":5000.0,"serial_p50_us":200.0,"serial_p90_us":300.0,"serial_p99_us":300.0}"#
+/// );
 /// ```
 pub fn report(
     serial: &mut [Duration],
@@ -99,9 +102,17 @@ pub fn report(
     let p50 = serial.get(serial.len() / 2).copied().unwrap_or_default();
     let tenths = |x: f64| (x * 10.0).round() / 10.0;
     let rate = |calls: usize, total: Duration| tenths(calls as f64 / total.as_secs_f64().max(1e-9));
+    let at = |share: f64| {
+        let index = ((serial.len() as f64 * share) as usize).min(serial.len().saturating_sub(1));
+        serial
+            .get(index)
+            .map_or(0.0, |d| tenths(d.as_secs_f64() * 1e6))
+    };
     serde_json::json!({
         "serial_calls_per_s": rate(serial.len(), serial_total),
         "serial_p50_us": tenths(p50.as_secs_f64() * 1e6),
+        "serial_p90_us": at(0.9),
+        "serial_p99_us": at(0.99),
         "parallel_calls_per_s": rate(parallel_calls, parallel_total),
     })
     .to_string()
