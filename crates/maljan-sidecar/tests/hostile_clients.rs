@@ -798,37 +798,27 @@ fn as_an_oauth_protected_resource_it_names_its_metadata_and_refuses_callers_with
     assert!(response.contains("invalid_token"), "{response}");
     child.kill().expect("stopped");
     let _ = child.wait();
-    // Keys that cannot be read stop it at start, saying which file.
-    let output = std::process::Command::new(SIDECAR)
-        .args([
-            "--http",
-            "127.0.0.1:0",
-            "--oauth-resource",
-            "https://a/mcp",
-            "--oauth-issuer",
-            "https://b",
-            "--oauth-jwks-file",
-            "/nonexistent",
-        ])
-        .output()
-        .expect("runs");
-    assert!(!output.status.success());
-    assert!(String::from_utf8_lossy(&output.stderr).contains("cannot be read"));
-    // Without a key file the keys come from the issuer: one that cannot be reached stops
-    // it at start, saying where it looked.
-    let output = std::process::Command::new(SIDECAR)
-        .args([
-            "--http",
-            "127.0.0.1:0",
-            "--oauth-resource",
-            "https://a/mcp",
-            "--oauth-issuer",
-            "http://127.0.0.1:1",
-        ])
-        .output()
-        .expect("runs");
-    assert!(!output.status.success());
-    let said = String::from_utf8_lossy(&output.stderr);
+    // A sidecar that cannot have its keys stops at start: what it said on stderr.
+    let refused_at_start = |oauth: &[&str]| {
+        let output = std::process::Command::new(SIDECAR)
+            .args(["--http", "127.0.0.1:0", "--oauth-resource", "https://a/mcp"])
+            .args(oauth)
+            .output()
+            .expect("runs");
+        assert!(!output.status.success());
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    // Keys that cannot be read, saying which file.
+    let said = refused_at_start(&[
+        "--oauth-issuer",
+        "https://b",
+        "--oauth-jwks-file",
+        "/nonexistent",
+    ]);
+    assert!(said.contains("cannot be read"), "{said}");
+    // Without a key file the keys come from the issuer: one that cannot be reached, saying
+    // where it looked.
+    let said = refused_at_start(&["--oauth-issuer", "http://127.0.0.1:1"]);
     assert!(
         said.contains("http://127.0.0.1:1/.well-known/oauth-authorization-server")
             && said.contains("could not be fetched"),

@@ -183,7 +183,19 @@ async fn stateless_callers_never_reach_each_others_jobs() {
 
     // A caller that names no job works in one of its own for each call.
     let keyless = Stateless { to, key: None };
-    keyless.put("loose.bin", b"loose").await;
+    let loose = keyless.put("loose.bin", b"loose").await;
+    // Its job directory, made for that call's file, ends with the call.
+    let loose_job = std::path::Path::new(loose["path"].as_str().expect("a stored path"))
+        .ancestors()
+        .nth(2)
+        .expect("the job's directory")
+        .to_owned();
+    assert!(
+        loose_job.starts_with(std::env::temp_dir().canonicalize().expect("temp dir"))
+            && !loose_job.exists(),
+        "{}",
+        loose_job.display()
+    );
     let (_, gone) = keyless
         .call("get_file", json!({"path": "samples/loose.bin"}))
         .await;
