@@ -2,10 +2,12 @@
 
 use std::io;
 use std::sync::Arc;
+use std::time::Duration;
 
 use maljan_confine::Root;
 use maljan_mcp_proto::maljan::{CapabilityManifest, FileReach, ToolCapability};
 use maljan_mcp_proto::mcp::Implementation;
+use maljan_mcp_stdio::DEFAULT_BUSY_POLL;
 
 use crate::call_gate::CallLimits;
 use crate::call_params::Chunk;
@@ -19,10 +21,11 @@ use crate::{Arguments, ProbeResult, Server, ToolContext, ToolResult, ToolSpec};
 pub struct ServerBuilder {
     name: String,
     version: String,
-    tools: Vec<(ToolSpec, Handler, Option<ChunkHandler>)>,
+    tools: Vec<RegisteredTool>,
     roots: Vec<Root>,
     call_limits: CallLimits,
     job_bytes: u64,
+    busy_poll: Duration,
 }
 
 impl std::fmt::Debug for ServerBuilder {
@@ -31,7 +34,7 @@ impl std::fmt::Debug for ServerBuilder {
             .field("name", &self.name)
             .field(
                 "tools",
-                &self.tools.iter().map(|t| &t.0.name).collect::<Vec<_>>(),
+                &self.tools.iter().map(|t| &t.spec.name).collect::<Vec<_>>(),
             )
             .finish()
     }
@@ -46,7 +49,26 @@ impl ServerBuilder {
             roots: Vec::new(),
             call_limits: CallLimits::default(),
             job_bytes: JOB_BYTES,
+            busy_poll: DEFAULT_BUSY_POLL,
         }
+    }
+
+    /// How long the stdio server polls stdin after each answer before it sleeps
+    /// ([`DEFAULT_BUSY_POLL`]; zero: never). A client calling quick tools one after another
+    /// sends its next request within it, and the server reads it without being woken (a
+    /// wake-up costs tens of microseconds on a virtual machine). Polling yields to every
+    /// other task between attempts; it costs at most the window in CPU time per answer.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let server = maljan_sidecar_kit::Server::builder("demo", "1")
+    ///     .busy_poll(Duration::ZERO)
+    ///     .build();
+    /// assert!(server.busy_poll().is_zero());
+    /// ```
+    pub fn busy_poll(mut self, window: Duration) -> Self {
+        self.busy_poll = window;
+        self
     }
 
     /// How many bytes each job's files may take on disk ([`JOB_BYTES`]): uploads, unpacked
@@ -76,25 +98,68 @@ impl ServerBuilder {
 
     /// Adds a tool. Its handler runs on a blocking thread; a panic in it becomes a
     /// `tool_failed` answer.
-    pub fn tool<F>(mut self, spec: ToolSpec, handler: F) -> Self
+    pub fn tool<F>(self, spec: ToolSpec, handler: F) -> Self
     where
         F: Fn(&Arguments, &ToolContext) -> ToolResult + Send + Sync + 'static,
     {
-        self.tools.push((spec, Arc::new(handler), None));
+        self.registered(spec, Arc::new(handler), None, false)
+    }
+
+    /// Adds a tool whose handler is quick and never blocks (no file or network I/O, no
+    /// long computation): it runs on the task that serves the call, without the hand-off
+    /// to a blocking thread and back that [`tool`](Self::tool) pays, a few microseconds
+    /// and two thread wake-ups a call. While it runs, that task reads no other request;
+    /// a panic in it becomes a `tool_failed` answer all the same. A call whose params
+    /// are large (over [`QUICK_PARAMS_BYTES`](crate::QUICK_PARAMS_BYTES)) still runs on a blocking thread.
+    ///
+    /// ```
+    /// use maljan_sidecar_kit::{Server, ToolSpec};
+    /// let server = Server::builder("demo", "1")
+    ///     .quick_tool(
+    ///         ToolSpec::new("echo", "Answers its message").required_string("message", "the words"),
+    ///         |args, _ctx| Ok(serde_json::json!({ "message": args.string("message")? })),
+    ///     )
+    ///     .build();
+    /// assert_eq!(server.manifest().tools[0].name, "echo");
+    /// ```
+    pub fn quick_tool<F>(self, spec: ToolSpec, handler: F) -> Self
+    where
+        F: Fn(&Arguments, &ToolContext) -> ToolResult + Send + Sync + 'static,
+    {
+        self.registered(spec, Arc::new(handler), None, true)
+    }
+
+    fn registered(
+        mut self,
+        spec: ToolSpec,
+        handler: Handler,
+        chunk_handler: Option<ChunkHandler>,
+        quick: bool,
+    ) -> Self {
+        self.tools.push(RegisteredTool {
+            spec,
+            handler,
+            chunk_handler,
+            dependency: None,
+            quick,
+        });
         self
     }
 
     /// Adds a tool whose arguments are a file chunk: `handler` takes them as any tool's,
     /// `chunk_handler` as a [`Chunk`] read straight from the request when they can be
     /// (see [`ToolCall::read`]). Both must answer alike.
-    pub(crate) fn chunk_tool<F, C>(mut self, spec: ToolSpec, handler: F, chunk_handler: C) -> Self
+    pub(crate) fn chunk_tool<F, C>(self, spec: ToolSpec, handler: F, chunk_handler: C) -> Self
     where
         F: Fn(&Arguments, &ToolContext) -> ToolResult + Send + Sync + 'static,
         C: Fn(&Chunk<'_>, &ToolContext) -> ToolResult + Send + Sync + 'static,
     {
-        self.tools
-            .push((spec, Arc::new(handler), Some(Arc::new(chunk_handler))));
-        self
+        self.registered(
+            spec,
+            Arc::new(handler),
+            Some(Arc::new(chunk_handler)),
+            false,
+        )
     }
 
     /// Lets tools read files beneath `root` as well as the job's directory (see
@@ -124,17 +189,12 @@ impl ServerBuilder {
         let tools = self
             .tools
             .into_iter()
-            .map(|(spec, handler, chunk_handler)| {
-                let dependency = spec.dependency.as_ref().map(|d| match d.probe.run() {
+            .map(|tool| RegisteredTool {
+                dependency: tool.spec.dependency.as_ref().map(|d| match d.probe.run() {
                     ProbeResult::Found(found) => Ok(found),
                     ProbeResult::Missing(reason) => Err(reason),
-                });
-                RegisteredTool {
-                    spec,
-                    handler,
-                    chunk_handler,
-                    dependency,
-                }
+                }),
+                ..tool
             })
             .collect::<Vec<_>>();
         let manifest = CapabilityManifest {
@@ -174,6 +234,7 @@ impl ServerBuilder {
             self.roots.into(),
             self.call_limits,
             self.job_bytes,
+            self.busy_poll,
         )
     }
 }

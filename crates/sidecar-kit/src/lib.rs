@@ -37,7 +37,7 @@ pub use logging::log_to_stderr;
 pub use probe::{Probe, ProbeResult};
 pub use quoting::{Unquoted, unquote};
 pub use reply::MAX_ANSWER_BYTES;
-pub use server::{CAPABILITIES, Server};
+pub use server::{CAPABILITIES, QUICK_PARAMS_BYTES, Server};
 pub use stdio_safe::stdio_safe;
 pub use tool::{
     Arguments, Cancellation, Dependency, DiskReservation, JOB_BYTES, ToolContext, ToolResult,

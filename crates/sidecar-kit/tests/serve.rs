@@ -406,3 +406,60 @@ async fn get_file_states_the_digest_of_the_latest_upload_under_a_name() {
         assert_eq!(bytes, content);
     }
 }
+
+/// A quick tool answers on the task serving the call (here, the test's own thread), unless
+/// its params are too large to read there; any other tool answers on a blocking thread. A
+/// quick tool's panic is answered as any tool's, and serving goes on.
+#[tokio::test]
+async fn quick_tools_answer_on_the_serving_task_and_others_on_blocking_threads() {
+    let threads = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (quick_seen, other_seen) = (threads.clone(), threads.clone());
+    let server = Server::builder("t", "1")
+        .quick_tool(
+            ToolSpec::new("quick", "says where it ran")
+                .optional("padding", json!({"type": "string"})),
+            move |_, _| {
+                quick_seen.lock().unwrap().push(std::thread::current().id());
+                Ok(json!({}))
+            },
+        )
+        .tool(ToolSpec::new("other", "says where it ran"), move |_, _| {
+            other_seen.lock().unwrap().push(std::thread::current().id());
+            Ok(json!({}))
+        })
+        .quick_tool(ToolSpec::new("fails", "panics"), |_, _| {
+            panic!("quick and broken")
+        })
+        .build();
+    let mut client = start(server);
+    let large = "x".repeat(maljan_sidecar_kit::QUICK_PARAMS_BYTES);
+    client.send(call(1, "quick", json!({}))).await;
+    client
+        .send(call(2, "quick", json!({"padding": large})))
+        .await;
+    client.send(call(3, "other", json!({}))).await;
+    client.send(call(4, "fails", json!({}))).await;
+    let replies = replies_by_id(&mut client, &[1, 2, 3, 4]).await;
+    assert!(
+        replies[..3].iter().all(|r| structured(r) == &json!({})),
+        "{replies:?}"
+    );
+    let failure = &replies[3]["result"]["structuredContent"]["error"];
+    assert_eq!(failure["code"], "tool_failed");
+    assert!(
+        failure["message"]
+            .as_str()
+            .unwrap()
+            .contains("quick and broken")
+    );
+    client
+        .send(json!({"jsonrpc": "2.0", "id": 5, "method": "ping"}))
+        .await;
+    assert_eq!(client.receive().await["id"], 5);
+
+    let seen = threads.lock().unwrap().clone();
+    let here = std::thread::current().id();
+    assert_eq!(seen.len(), 3);
+    assert_eq!(seen[0], here, "a small quick call runs on the serving task");
+    assert!(seen[1..].iter().all(|t| *t != here), "{seen:?}");
+}

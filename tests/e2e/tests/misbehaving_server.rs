@@ -224,8 +224,8 @@ fn threads_named(name: &str) -> usize {
         .count()
 }
 
-#[tokio::test]
-async fn stdout_is_read_on_a_thread_of_its_own_that_is_gone_once_closed() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_multi_thread_runtime_stdout_is_read_on_a_thread_that_is_gone_once_closed() {
     let command = ServerCommand::new(SERVER);
     let server = connect(&ServerConfig::stdio("readerthread", command), patient()).await;
     // Thread names are cut to 15 bytes.
@@ -234,6 +234,20 @@ async fn stdout_is_read_on_a_thread_of_its_own_that_is_gone_once_closed() {
     assert_eq!(answer.value, json!({"i": 1}));
     server.close().await;
     assert_eq!(threads_named("stdout readerth"), 0);
+}
+
+/// On a current-thread runtime the reader is a task of the runtime, which polls stdout
+/// briefly after each request; answers come all the same, one call after another.
+#[tokio::test(flavor = "current_thread")]
+async fn on_a_current_thread_runtime_stdout_is_read_by_a_task() {
+    let command = ServerCommand::new(SERVER);
+    let server = connect(&ServerConfig::stdio("readertask", command), patient()).await;
+    assert_eq!(threads_named("stdout readerta"), 0);
+    for i in 0..50 {
+        let answer = server.call("echo", json!({"i": i})).await.expect("call");
+        assert_eq!(answer.value, json!({"i": i}));
+    }
+    server.close().await;
 }
 
 /// A setup request's `ends_setup` callback runs on the reader: this one panics.

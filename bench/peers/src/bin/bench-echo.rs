@@ -1,13 +1,14 @@
 //! The workspace's bench server: a kit server with one tool, `echo`, answering its
 //! `message`; over stdio, or over Streamable HTTP with `http PORT` (at
-//! `http://127.0.0.1:PORT/mcp`), as the peers' echo servers are started.
+//! `http://127.0.0.1:PORT/mcp`), as the peers' echo servers are started. The tool is a
+//! quick one, as the peers' echo tools are: it answers on the task that serves the call.
 
 use maljan_sidecar_kit::{Server, ToolSpec};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> std::io::Result<()> {
     let server = Server::builder("bench-echo", env!("CARGO_PKG_VERSION"))
-        .tool(
+        .quick_tool(
             ToolSpec::new("echo", "Answers its message").required_string("message", "the words"),
             |args, _ctx| Ok(serde_json::json!({ "message": args.string("message")? })),
         )

@@ -16,6 +16,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::stderr::StderrTail;
 use super::{LostBecause, StdioError};
+use crate::BusyPoll;
 use crate::classifier::LineCounts;
 
 pub(super) struct PendingEntry {
@@ -46,6 +47,8 @@ pub(super) struct ConnectionState {
     pub(super) batches_allowed: AtomicBool,
     pub(super) stderr: Arc<Mutex<StderrTail>>,
     pub(super) child_pid: Option<u32>,
+    /// Armed by the writer as each request goes out, for the reader.
+    pub(super) busy_poll: BusyPoll,
 }
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -47,6 +47,13 @@ pub struct StdioConfig {
     /// How the server's own requests (`ping`, `elicitation/create`, `roots/list`…) are
     /// answered.
     pub server_requests: ServerRequestPolicy,
+    /// How long the reader polls the server's stdout after a request is written before it
+    /// sleeps ([`BusyPoll`](crate::BusyPoll); [`DEFAULT_BUSY_POLL`](crate::DEFAULT_BUSY_POLL),
+    /// zero: never). It applies where the reader runs as a task of the runtime: on a
+    /// current-thread runtime, or over any reader and writer
+    /// ([`StdioTransport::over`](crate::StdioTransport::over)). On a multi-thread runtime a
+    /// spawned server's stdout is read on a thread of its own, which sleeps.
+    pub busy_poll: Duration,
 }
 
 impl StdioConfig {
@@ -58,6 +65,7 @@ impl StdioConfig {
             close_grace: Duration::from_secs(2),
             notification_capacity: 256,
             server_requests: ServerRequestPolicy::default(),
+            busy_poll: crate::DEFAULT_BUSY_POLL,
         }
     }
 }

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use maljan_mcp_proto::jsonrpc::{ErrorResponse, Message, Notification, Reply, Response};
 use maljan_mcp_proto::mcp::{ServerRequestPolicy, methods};
 use maljan_mcp_proto::untrusted_text::escape_controls;
-use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::io::AsyncRead;
 use tokio::sync::mpsc;
 
 use super::connection_state::{ConnectionState, lock};
@@ -31,8 +31,9 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin>(
     loop {
         // The room hands what was read to the classifier as it goes, at the end of this
         // statement.
-        let read = reader
-            .read_buf(&mut classifier.read_target(READ_CHUNK).buf())
+        let read = shared
+            .busy_poll
+            .read(&mut reader, &mut classifier.read_target(READ_CHUNK))
             .await;
         match read {
             Ok(0) => classifier.handle_eof(),

@@ -11,6 +11,7 @@ use maljan_mcp_transport::{CloseReport, EndsSetup, StoppedBy};
 use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::runtime::RuntimeFlavor;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
@@ -21,6 +22,7 @@ use super::stderr::StderrTail;
 use super::stdout_reader::StdoutReader;
 use super::writer::write_loop;
 use super::{LostBecause, StdioConfig, StdioError};
+use crate::BusyPoll;
 use crate::classifier::LineCounts;
 
 /// How many outgoing lines may wait for the writer.
@@ -102,6 +104,16 @@ impl StdioTransport {
             Some((c, t, s)) => (Some(c), Some(t), s),
             None => (None, None, Arc::default()),
         };
+        // A thread of the reader's own pays off on a multi-thread runtime (see
+        // `StdoutReader`); on a current-thread runtime the reader is a task beside the
+        // callers, and an answer reaches its caller without waking another thread.
+        let on_thread = child.is_some()
+            && tokio::runtime::Handle::current().runtime_flavor() != RuntimeFlavor::CurrentThread;
+        let busy_poll = if on_thread {
+            Duration::ZERO
+        } else {
+            config.busy_poll
+        };
         let shared = Arc::new(ConnectionState {
             server: config.name.clone(),
             pending: Mutex::default(),
@@ -114,9 +126,10 @@ impl StdioTransport {
             batches_allowed: AtomicBool::new(false),
             stderr,
             child_pid: child.as_ref().and_then(ServerChild::pid),
+            busy_poll: BusyPoll::new(busy_poll),
         });
         let read = read_loop(reader, shared.clone(), config.clone(), notify_tx);
-        let reader = if child.is_some() {
+        let reader = if on_thread {
             StdoutReader::on_thread(format!("stdout {}", config.name), read)
                 .map_err(|e| shared.fail(shared.lost(LostBecause::NoReaderThread(Arc::new(e)))))
                 .ok()

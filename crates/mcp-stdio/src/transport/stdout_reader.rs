@@ -1,13 +1,15 @@
 //! Where the task that reads a server's stdout runs.
 //!
 //! Classifying stdout is the transport's heaviest work: a file chunk's answer is a line of
-//! several MiB, checked as UTF-8 and as JSON, its result copied out. A spawned server's
-//! stdout is read on a thread of its own: the work does not hold up a runtime worker, and
-//! its large buffers are allocated by that one thread (the system allocator keeps an arena
-//! per thread, and a reader moving between workers leaves freed multi-MiB buffers in each,
-//! which raises the client's peak memory over many transfers). Any other
-//! reader (an in-memory stream, say) is read by a task on the runtime, which then also
-//! sees the work when its clock is paused.
+//! several MiB, checked as UTF-8 and as JSON, its result copied out. On a multi-thread
+//! runtime a spawned server's stdout is read on a thread of its own: the work does not hold
+//! up a runtime worker, and its large buffers are allocated by that one thread (the system
+//! allocator keeps an arena per thread, and a reader moving between workers leaves freed
+//! multi-MiB buffers in each, which raises the client's peak memory over many transfers).
+//! On a current-thread runtime there is one thread to allocate on, and a task beside the
+//! callers hands each answer over without waking another thread. Any other reader (an
+//! in-memory stream, say) is read by a task on the runtime, which then also sees the work
+//! when its clock is paused.
 
 use std::future::Future;
 use std::io;

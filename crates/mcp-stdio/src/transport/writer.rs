@@ -34,6 +34,9 @@ pub(super) async fn write_loop<W: AsyncWrite + Unpin>(
             shared.fail(shared.lost(LostBecause::WriteFailed(Arc::new(e))));
             return;
         }
+        if request.is_some() {
+            shared.busy_poll.arm();
+        }
     }
     let _ = writer.shutdown().await;
 }

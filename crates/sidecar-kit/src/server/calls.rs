@@ -19,8 +19,13 @@ use crate::{Arguments, JobDir, ToolContext};
 
 use super::{CAPABILITIES, CallJob, Server, encode, error_reply, panic_text};
 
+/// The largest params a quick tool's call is read with on the serving task
+/// ([`ServerBuilder::quick_tool`](crate::ServerBuilder::quick_tool)): larger ones are read
+/// on a blocking thread, as any tool's.
+pub const QUICK_PARAMS_BYTES: usize = 64 * 1024;
+
 impl Server {
-    /// Runs a tool call on a blocking thread: parsing its parameters, the handler (a panic
+    /// Runs a tool call on a blocking thread (a quick tool's, on this task): parsing its parameters, the handler (a panic
     /// becomes `tool_failed`) and serializing the reply.
     pub(crate) async fn call(
         self: Arc<Self>,
@@ -53,6 +58,11 @@ impl Server {
             Ok(turn) => turn,
             Err(busy) => return Ok(tool_reply(&id, Err(busy), &tool_name(&params))),
         };
+        if self.is_quick_call(&params) {
+            let outcome = self.call_blocking(id, &params, job, cancellation, expected.as_deref());
+            drop(turn);
+            return outcome;
+        }
         let reply_id = id.clone();
         let call = move || self.call_blocking(id, &params, job, cancellation, expected.as_deref());
         let outcome = tokio::task::spawn_blocking(call).await;
@@ -80,6 +90,15 @@ impl Server {
         let head = &params.get().as_bytes()[..params.get().len().min(256)];
         let quoted = format!("\"{tool}\"");
         memchr::memmem::find(head, quoted.as_bytes()).is_some()
+    }
+
+    /// Whether a call names a tool registered as quick, with params small enough to read
+    /// on the serving task ([`QUICK_PARAMS_BYTES`]).
+    fn is_quick_call(&self, params: &RawValue) -> bool {
+        params.get().len() <= QUICK_PARAMS_BYTES && self.tools.iter().any(|t| t.quick) && {
+            let name = tool_name(params);
+            self.tools.iter().any(|t| t.quick && t.spec.name == name)
+        }
     }
 
     /// The tool whose arguments are read as a file chunk, if the server has one.

@@ -2,6 +2,7 @@
 
 use std::any::Any;
 use std::sync::Arc;
+use std::time::Duration;
 
 use maljan_mcp_proto::jsonrpc::{ErrorObject, ErrorResponse, Message, RequestId};
 use maljan_mcp_proto::maljan::CapabilityManifest;
@@ -18,6 +19,8 @@ use maljan_confine::Root;
 mod calls;
 mod requests;
 mod stdio;
+
+pub use calls::QUICK_PARAMS_BYTES;
 
 /// The name of the manifest tool every kit server offers.
 pub const CAPABILITIES: &str = "capabilities";
@@ -36,8 +39,10 @@ pub(crate) struct RegisteredTool {
     pub(crate) handler: Handler,
     /// How a tool whose arguments are a file chunk takes them read straight from the request.
     pub(crate) chunk_handler: Option<ChunkHandler>,
-    /// `Ok(found)` or `Err(reason)` from the dependency's probe.
+    /// `Ok(found)` or `Err(reason)` from the dependency's probe (`None` until built).
     pub(crate) dependency: Option<Result<String, String>>,
+    /// The handler is quick and never blocks: it runs on the task that serves the call.
+    pub(crate) quick: bool,
 }
 
 /// The job a call works in: the one its stdio process or HTTP session holds, or one chosen
@@ -94,6 +99,8 @@ pub struct Server {
     gates: CallGates,
     /// Each job's disk budget, in bytes.
     job_bytes: u64,
+    /// How long stdin is polled after each answer before the serving task sleeps.
+    busy_poll: Duration,
 }
 
 impl std::fmt::Debug for Server {
@@ -132,6 +139,7 @@ impl Server {
         roots: Arc<[Root]>,
         call_limits: CallLimits,
         job_bytes: u64,
+        busy_poll: Duration,
     ) -> Server {
         Server {
             info,
@@ -140,7 +148,14 @@ impl Server {
             roots,
             gates: CallGates::new(call_limits),
             job_bytes,
+            busy_poll,
         }
+    }
+
+    /// How long stdin is polled after each answer before the serving task sleeps
+    /// ([`ServerBuilder::busy_poll`]).
+    pub fn busy_poll(&self) -> Duration {
+        self.busy_poll
     }
 
     /// Each job's disk budget, in bytes.

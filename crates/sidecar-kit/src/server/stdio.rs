@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 
 use maljan_mcp_proto::jsonrpc::{Message, RequestId, error_codes};
 use maljan_mcp_proto::mcp::{CancelledParams, methods};
-use maljan_mcp_stdio::{ClassifierConfig, Event, LineClassifier};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use maljan_mcp_stdio::{BusyPoll, ClassifierConfig, Event, LineClassifier};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -96,20 +96,22 @@ impl Server {
         W: AsyncWrite + Unpin,
     {
         let (out_tx, out_rx) = mpsc::channel::<Vec<u8>>(64);
+        let busy_poll = BusyPoll::new(self.busy_poll());
         let (read, write) = tokio::join!(
-            self.read_requests(job, reader, out_tx, client_gone),
-            write_lines(writer, out_rx)
+            self.read_requests(job, reader, &busy_poll, out_tx, client_gone),
+            write_lines(writer, &busy_poll, out_rx)
         );
         read.and(write)
     }
 
     /// Reads requests until the reader ends, then waits for calls in flight (cancelling
     /// them when `client_gone` completes first); dropping the last sender then ends the
-    /// writer.
-    pub(super) async fn read_requests<R: AsyncRead + Unpin>(
+    /// writer. Reads poll as `busy_poll` (armed by the writer) says.
+    async fn read_requests<R: AsyncRead + Unpin>(
         self: Arc<Self>,
         job: Arc<JobDir>,
         mut reader: R,
+        busy_poll: &BusyPoll,
         out_tx: mpsc::Sender<Vec<u8>>,
         client_gone: impl Future<Output = ()>,
     ) -> io::Result<()> {
@@ -120,8 +122,8 @@ impl Server {
         let max_line_bytes = config.max_line_bytes;
         let mut classifier = LineClassifier::new(config);
         loop {
-            let read = reader
-                .read_buf(&mut classifier.read_target(READ_BYTES).buf())
+            let read = busy_poll
+                .read(&mut reader, &mut classifier.read_target(READ_BYTES))
                 .await?;
             if read == 0 {
                 classifier.handle_eof();
@@ -251,13 +253,17 @@ fn is_pipe(file: &File) -> bool {
     file.metadata().is_ok_and(|m| m.file_type().is_fifo())
 }
 
+/// Writes each line whole, then arms `busy_poll`: the client's next request is expected
+/// soon after an answer.
 async fn write_lines<W: AsyncWrite + Unpin>(
     mut writer: W,
+    busy_poll: &BusyPoll,
     mut lines: mpsc::Receiver<Vec<u8>>,
 ) -> io::Result<()> {
     while let Some(line) = lines.recv().await {
         writer.write_all(&line).await?;
         writer.flush().await?;
+        busy_poll.arm();
         BUFFERS.give(line);
     }
     writer.shutdown().await
