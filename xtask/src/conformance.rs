@@ -290,9 +290,7 @@ pub(crate) fn run_conformance() -> Result<(), String> {
     std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     let (node, entry) = install(&dir)?;
     cargo(&["build", "-p", "maljan-conformance"], &[])?;
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target"));
+    let target = crate::target_dir();
     let client = target.join("debug/conformance-client");
     let client = client.display().to_string();
 

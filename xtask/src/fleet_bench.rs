@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::cargo;
 use crate::garage::{BUCKET, Garage};
 use crate::postgres::Postgres;
-use crate::{cargo, root};
 
 const PACK: &str = "[pack]\nname = \"quick\"\n\n[[step]]\nid = \"info\"\nserver = \"sidecar\"\n\
                     tool = \"file_info\"\narguments = { path = \"$sample\" }\n";
@@ -20,11 +20,7 @@ const PACK: &str = "[pack]\nname = \"quick\"\n\n[[step]]\nid = \"info\"\nserver 
 const LOCAL_RUNS: u32 = 20;
 
 fn maljan_binary() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target"))
-        .join("release")
-        .join("maljan")
+    crate::target_dir().join("release").join("maljan")
 }
 
 fn psql(url: &str, sql: &str) -> Result<String, String> {

@@ -106,9 +106,7 @@ pub(crate) fn run_interop() -> Result<(), String> {
 
     // rmcp's echo server and client, from their own pinned lock file, into the one target
     // directory (what they share with the workspace is built once).
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target"));
+    let target = crate::target_dir();
     run(crate::cargo_command()
         .args(["build", "--locked", "--manifest-path"])
         .arg(root().join("tests/rmcp-peer/Cargo.toml"))

@@ -16,6 +16,9 @@
 //!   bench client (ours, rmcp's, the Python SDK's) against every echo server (our kit, rmcp,
 //!   the Python SDK, server-everything), over stdio and Streamable HTTP, repetitions
 //!   interleaved; prints the medians, their spread and our ratios to each peer.
+//! - `bench --transfers [--runs N]`: the 256 MiB transfer benchmark (stdio and Streamable
+//!   HTTP) run N times (5), each transfer as a share of its own run's single-core limit; the
+//!   worst and the median, the client's peak memory; fails under half the limit or at 64 MiB.
 //! - `graph`: checks the README's crate graph against the manifests.
 //! - `examples`: builds and runs each pick's example (a stdio and an HTTP session, the
 //!   classifier, the breaker, the ledger, the kit's echo server) and checks what it prints.
@@ -57,6 +60,7 @@ mod packaging;
 mod peers_bench;
 mod picks;
 mod postgres;
+mod transfers_bench;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -68,6 +72,9 @@ fn main() -> ExitCode {
         Some("fuzz") => fuzz::run_from_args(&args[1..]),
         Some("bench") if args.get(1).is_some_and(|a| a == "--peers") => {
             peers_bench::run_from_args(&args[2..])
+        }
+        Some("bench") if args.get(1).is_some_and(|a| a == "--transfers") => {
+            transfers_bench::run_from_args(&args[2..])
         }
         Some("bench") => cargo(&["bench", "--workspace"], &[]),
         Some("interop") => interop::run_interop(),
@@ -103,6 +110,13 @@ pub(crate) fn root() -> PathBuf {
         .parent()
         .map(Path::to_owned)
         .unwrap_or_default()
+}
+
+/// Where cargo builds: `CARGO_TARGET_DIR`, else the workspace's `target`.
+pub(crate) fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"))
 }
 
 fn ci() -> Result<(), String> {

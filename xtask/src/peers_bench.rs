@@ -13,11 +13,10 @@
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::{cargo_command, free_loopback_port, interop, root, run};
+use crate::{cargo_command, free_loopback_port, interop, root, run, target_dir};
 
 /// One measured run of a client against a server.
 #[derive(Debug, Clone, Copy)]
@@ -98,9 +97,7 @@ pub(crate) fn run_from_args(args: &[String]) -> Result<(), String> {
 /// Builds ours and rmcp's programs (release), and the Python SDK and server-everything
 /// where their runtimes are present.
 fn install() -> Result<(Vec<Client>, Vec<Server>), String> {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target"));
+    let target = target_dir();
     run(cargo_command().args(["build", "--release", "-p", "maljan-bench-peers"]))?;
     run(cargo_command()
         .args(["build", "--release", "--locked", "--manifest-path"])

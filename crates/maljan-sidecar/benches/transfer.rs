@@ -1,4 +1,5 @@
-//! 256 MiB up to and back from the reference sidecar over stdio, next to the single-core
+//! 256 MiB up to and back from the reference sidecar over stdio and over Streamable HTTP on
+//! loopback, next to the single-core
 //! limit measured in the same run, before and after the transfers: sha256 plus base64
 //! decoding of the same bytes. Each transfer goes where the file is not yet, as in a job.
 //!
@@ -147,6 +148,201 @@ impl CpuPerTransfer {
     }
 }
 
+/// The sidecar over one wire: the connection, and the server process (for its CPU time).
+struct Wire {
+    name: &'static str,
+    server: ServerConnection,
+    server_pid: String,
+    /// The HTTP sidecar, which this bench started (a stdio one is the connection's).
+    process: Option<std::process::Child>,
+}
+
+impl Wire {
+    fn stdio(runtime: &Runtime, job: &Arc<Job>) -> Wire {
+        let server = connect(
+            runtime,
+            job,
+            ServerConfig::stdio("sidecar", ServerCommand::new(SIDECAR)),
+        );
+        let server_pid = server.server_pid().expect("a spawned server").to_string();
+        Wire {
+            name: "stdio",
+            server,
+            server_pid,
+            process: None,
+        }
+    }
+
+    /// The sidecar serving Streamable HTTP on a free loopback port, as `--http` alone does.
+    fn http(runtime: &Runtime, job: &Arc<Job>) -> Wire {
+        let mut process = std::process::Command::new(SIDECAR)
+            .arg("--http")
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("the HTTP sidecar starts");
+        let mut stderr = std::io::BufReader::new(process.stderr.take().expect("stderr"));
+        let mut announcement = String::new();
+        std::io::BufRead::read_line(&mut stderr, &mut announcement).expect("its endpoint");
+        let url = announcement
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("an endpoint, not {announcement:?}"))
+            .to_owned();
+        std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+        let server = connect(runtime, job, ServerConfig::http("sidecar", &url));
+        Wire {
+            name: "http",
+            server,
+            server_pid: process.id().to_string(),
+            process: Some(process),
+        }
+    }
+
+    fn close(self, runtime: &Runtime) {
+        runtime.block_on(self.server.close());
+        if let Some(mut process) = self.process {
+            let _ = process.kill();
+            let _ = process.wait();
+        }
+    }
+}
+
+fn connect(runtime: &Runtime, job: &Arc<Job>, config: ServerConfig) -> ServerConnection {
+    runtime.block_on(async {
+        ServerConnection::connect(
+            &config,
+            ClientSettings::default(),
+            ConnectionContext::default().with_job(job.clone()),
+        )
+        .await
+        .expect("sets up")
+    })
+}
+
+/// What one wire's transfers cost beyond their time.
+struct WireCosts {
+    peak: String,
+    cpu: [String; 3],
+}
+
+/// Uploads (known digest, then hashed first) and downloads 256 MiB over one wire.
+fn bench_wire(
+    group: &mut criterion::BenchmarkGroup<'_, WallTime>,
+    runtime: &Runtime,
+    job: &Arc<Job>,
+    sample: &maljan_client::Sample,
+    wire: &Wire,
+) -> WireCosts {
+    let server = &wire.server;
+    let upload_sample = || {
+        runtime
+            .block_on(upload_with_digest(
+                server,
+                &sample.path,
+                "big.bin",
+                (sample.size, sample.sha256.clone()),
+                UploadMode::Chunked,
+                CHUNK_BYTES as usize,
+                |_, _| {},
+            ))
+            .expect("uploaded")
+    };
+    let upload_hashed_first = || {
+        runtime
+            .block_on(upload(
+                server,
+                &sample.path,
+                "big.bin",
+                UploadMode::Chunked,
+                CHUNK_BYTES as usize,
+                |_, _| {},
+            ))
+            .expect("uploaded")
+    };
+    let remote_path = upload_sample().remote_path;
+    let stored_path = job.store().root().join(&sample.sha256);
+    let remove_upload = || match std::fs::remove_file(&remote_path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => panic!("{e}"),
+        _ => {}
+    };
+    let hwm_reset = reset_vm_hwm();
+    let hwm_before = vm_hwm_mib();
+    let upload_cpu = CpuPerTransfer::start(&wire.server_pid);
+    // In a job a file goes to a server once: each upload is timed into a directory that
+    // does not hold the file yet (replacing a 256 MiB file costs ext4 a flush of its own).
+    group.bench_function(format!("upload_chunked_over_{}", wire.name), |b| {
+        b.iter_batched(
+            remove_upload,
+            |()| {
+                upload_cpu.count();
+                upload_sample()
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    let upload_cpu = upload_cpu.report("upload");
+    let hashed_first_cpu = CpuPerTransfer::start(&wire.server_pid);
+    group.bench_function(format!("upload_hashed_first_over_{}", wire.name), |b| {
+        b.iter_batched(
+            remove_upload,
+            |()| {
+                hashed_first_cpu.count();
+                upload_hashed_first()
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    let hashed_first_cpu = hashed_first_cpu.report("upload, hashed first");
+    let uploads_peak = vm_hwm_mib();
+    let download_cpu = CpuPerTransfer::start(&wire.server_pid);
+    // Likewise each download is timed into a store that does not hold the file yet.
+    group.bench_function(format!("download_over_{}", wire.name), |b| {
+        b.iter_batched(
+            || {
+                if stored_path.exists() {
+                    std::fs::remove_file(&stored_path).expect("the last download's file");
+                }
+            },
+            |()| {
+                download_cpu.count();
+                runtime.block_on(async {
+                    let origin = Origin {
+                        step: None,
+                        server: "sidecar".into(),
+                        tool: "get_file".into(),
+                    };
+                    download(
+                        server,
+                        &remote_path,
+                        job.store(),
+                        origin,
+                        CHUNK_BYTES,
+                        |_, _| {},
+                    )
+                    .await
+                    .expect("downloaded")
+                })
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    let download_cpu = download_cpu.report("download");
+    let peak = vm_hwm_mib();
+    let since = if hwm_reset {
+        "since they began"
+    } else {
+        "since the process began (the peak could not be reset)"
+    };
+    WireCosts {
+        peak: format!(
+            "client peak resident memory during the transfers over {}: {peak} MiB {since} \
+             ({hwm_before} MiB when they began, {uploads_peak} MiB after the uploads)",
+            wire.name
+        ),
+        cpu: [upload_cpu, hashed_first_cpu, download_cpu],
+    }
+}
+
 fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("temp dir");
     let job = Arc::new(Job::create(dir.path().join("job")).expect("job"));
@@ -164,131 +360,27 @@ fn bench(c: &mut Criterion) {
     let sample = job.add_sample(&source).expect("the job's sample");
     std::fs::remove_file(&source).expect("the source");
     let runtime = Runtime::new().expect("runtime");
-    let server = runtime.block_on(async {
-        ServerConnection::connect(
-            &ServerConfig::stdio("sidecar", ServerCommand::new(SIDECAR)),
-            ClientSettings::default(),
-            ConnectionContext::default().with_job(job.clone()),
-        )
-        .await
-        .expect("sets up")
-    });
-    let upload_sample = || {
-        runtime
-            .block_on(upload_with_digest(
-                &server,
-                &sample.path,
-                "big.bin",
-                (sample.size, sample.sha256.clone()),
-                UploadMode::Chunked,
-                CHUNK_BYTES as usize,
-                |_, _| {},
-            ))
-            .expect("uploaded")
-    };
-    let upload_hashed_first = || {
-        runtime
-            .block_on(upload(
-                &server,
-                &sample.path,
-                "big.bin",
-                UploadMode::Chunked,
-                CHUNK_BYTES as usize,
-                |_, _| {},
-            ))
-            .expect("uploaded")
-    };
-    let remote_path = upload_sample().remote_path;
-    let stored_path = job.store().root().join(&sample.sha256);
-    let remove_upload = || match std::fs::remove_file(&remote_path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => panic!("{e}"),
-        _ => {}
-    };
     let mut group = c.benchmark_group("transfer_256_mib");
     group.throughput(Throughput::Bytes(SIZE as u64));
     group.sample_size(10);
     let encoded = EncodedFile::read(&sample.path);
     bench_limit(&mut group, "single_core_limit_before_transfers", &encoded);
     drop(encoded);
-    let hwm_reset = reset_vm_hwm();
-    let server_pid = server.server_pid().expect("a spawned server").to_string();
-    let hwm_before = vm_hwm_mib();
-    let upload_cpu = CpuPerTransfer::start(&server_pid);
-    // In a job a file goes to a server once: each upload is timed into a directory that
-    // does not hold the file yet (replacing a 256 MiB file costs ext4 a flush of its own).
-    group.bench_function("upload_chunked_over_stdio", |b| {
-        b.iter_batched(
-            remove_upload,
-            |()| {
-                upload_cpu.count();
-                upload_sample()
-            },
-            BatchSize::PerIteration,
-        )
-    });
-    let upload_cpu = upload_cpu.report("upload");
-    let hashed_first_cpu = CpuPerTransfer::start(&server_pid);
-    group.bench_function("upload_hashed_first_over_stdio", |b| {
-        b.iter_batched(
-            remove_upload,
-            |()| {
-                hashed_first_cpu.count();
-                upload_hashed_first()
-            },
-            BatchSize::PerIteration,
-        )
-    });
-    let hashed_first_cpu = hashed_first_cpu.report("upload, hashed first");
-    let uploads_peak = vm_hwm_mib();
-    let download_cpu = CpuPerTransfer::start(&server_pid);
-    // Likewise each download is timed into a store that does not hold the file yet.
-    group.bench_function("download_over_stdio", |b| {
-        b.iter_batched(
-            || {
-                if stored_path.exists() {
-                    std::fs::remove_file(&stored_path).expect("the last download's file");
-                }
-            },
-            |()| {
-                download_cpu.count();
-                runtime.block_on(async {
-                    let origin = Origin {
-                        step: None,
-                        server: "sidecar".into(),
-                        tool: "get_file".into(),
-                    };
-                    download(
-                        &server,
-                        &remote_path,
-                        job.store(),
-                        origin,
-                        CHUNK_BYTES,
-                        |_, _| {},
-                    )
-                    .await
-                    .expect("downloaded")
-                })
-            },
-            BatchSize::PerIteration,
-        )
-    });
-    let download_cpu = download_cpu.report("download");
-    // The transfers' peak, before the limit's base64 copy of the file is made.
-    let transfers_peak = vm_hwm_mib();
+    let mut costs = Vec::new();
+    for connect in [Wire::stdio, Wire::http] {
+        let wire = connect(&runtime, &job);
+        costs.push(bench_wire(&mut group, &runtime, &job, &sample, &wire));
+        wire.close(&runtime);
+    }
     let encoded = EncodedFile::read(&sample.path);
     bench_limit(&mut group, "single_core_limit_after_transfers", &encoded);
     group.finish();
-    let since = if hwm_reset {
-        "since they began"
-    } else {
-        "since the process began (the peak could not be reset)"
-    };
-    eprintln!(
-        "client peak resident memory during the transfers: {transfers_peak} MiB {since} \
-         ({hwm_before} MiB when they began, {uploads_peak} MiB after the uploads)\n\
-         {upload_cpu}\n{hashed_first_cpu}\n{download_cpu}"
-    );
-    runtime.block_on(server.close());
+    for wire in costs {
+        eprintln!("{}", wire.peak);
+        for cpu in wire.cpu {
+            eprintln!("  {cpu}");
+        }
+    }
 }
 
 criterion_group!(benches, bench);

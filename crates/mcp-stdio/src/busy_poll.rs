@@ -111,6 +111,11 @@ impl BusyPoll {
                     if Instant::now() >= until {
                         break;
                     }
+                    // The writer of the awaited line may be waiting for this very CPU (a busy
+                    // machine, or one core): the thread gives it up before polling again. On
+                    // an idle CPU this returns at once; on a busy one the window runs out
+                    // while others run, and the reader goes to sleep.
+                    std::thread::yield_now();
                     tokio::task::yield_now().await;
                 }
             }

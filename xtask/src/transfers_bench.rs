@@ -1,0 +1,166 @@
+//! `cargo xtask bench --transfers [--runs N]`: the 256 MiB transfer benchmark
+//! (`maljan-sidecar`'s `transfer`: uploads and downloads over stdio and over Streamable HTTP
+//! on loopback, beside the single-core limit) run N times (5 by default), each run's
+//! transfers as a share of the limit measured in the same run, then the worst and the
+//! median of each, and the client's peak memory.
+//!
+//! The limit a transfer is set against is the faster of the run's two measurements (before
+//! and after the transfers): a machine that sped up or slowed down during the run does not
+//! flatter the transfers.
+
+use std::path::{Path, PathBuf};
+
+use crate::{cargo_command, target_dir};
+
+/// The criterion group of the benchmark.
+const GROUP: &str = "transfer_256_mib";
+/// The transfers, as criterion names them.
+const TRANSFERS: [&str; 6] = [
+    "upload_chunked_over_stdio",
+    "upload_hashed_first_over_stdio",
+    "download_over_stdio",
+    "upload_chunked_over_http",
+    "upload_hashed_first_over_http",
+    "download_over_http",
+];
+const LIMITS: [&str; 2] = [
+    "single_core_limit_before_transfers",
+    "single_core_limit_after_transfers",
+];
+/// What each transfer must reach, as a share of the limit.
+const TARGET_SHARE: f64 = 0.5;
+/// The client's peak resident memory must stay under this.
+const PEAK_MIB_BOUND: u64 = 64;
+
+/// One run: each transfer's share of the limit, and the client's peaks (MiB) by wire.
+struct Run {
+    shares: Vec<f64>,
+    peaks: Vec<(String, u64)>,
+}
+
+/// Reads `--runs N`, runs the benchmark N times and prints each run and the summary; fails
+/// when a transfer fell under half the limit or the client's peak reached the bound.
+pub(crate) fn run_from_args(args: &[String]) -> Result<(), String> {
+    let runs = match args {
+        [] => 5,
+        [flag, n] if flag == "--runs" => n
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or("--runs takes a number above 0")?,
+        _ => return Err("usage: cargo xtask bench --transfers [--runs N]".to_owned()),
+    };
+    let criterion = target_dir().join("criterion").join(GROUP);
+    let mut results = Vec::with_capacity(runs);
+    for number in 1..=runs {
+        println!("xtask bench --transfers: run {number} of {runs}");
+        let output = cargo_command()
+            .args(["bench", "-p", "maljan-sidecar", "--bench", "transfer"])
+            .output()
+            .map_err(|e| format!("cargo bench did not start: {e}"))?;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        if !output.status.success() {
+            return Err(format!("the transfer benchmark failed:\n{stderr}"));
+        }
+        let run = read_run(&criterion, &stderr)?;
+        println!("{}", describe(&run));
+        results.push(run);
+    }
+    summarize(&results, runs)
+}
+
+/// The median time of one benchmark of the last run, in nanoseconds, from criterion's
+/// estimates.
+fn median_ns(criterion: &Path, name: &str) -> Result<f64, String> {
+    let path: PathBuf = criterion.join(name).join("new").join("estimates.json");
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("{} cannot be read: {e}", path.display()))?;
+    let estimates: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    estimates["median"]["point_estimate"]
+        .as_f64()
+        .filter(|ns| *ns > 0.0)
+        .ok_or_else(|| format!("{} holds no median", path.display()))
+}
+
+fn read_run(criterion: &Path, stderr: &str) -> Result<Run, String> {
+    let mut limit_ns = f64::INFINITY;
+    for limit in LIMITS {
+        limit_ns = limit_ns.min(median_ns(criterion, limit)?);
+    }
+    let shares = TRANSFERS
+        .iter()
+        .map(|name| median_ns(criterion, name).map(|ns| limit_ns / ns))
+        .collect::<Result<Vec<_>, _>>()?;
+    // "client peak resident memory during the transfers over stdio: 41 MiB since ..."
+    let peaks = stderr
+        .lines()
+        .filter_map(|line| {
+            let rest =
+                line.strip_prefix("client peak resident memory during the transfers over ")?;
+            let (wire, rest) = rest.split_once(": ")?;
+            let mib = rest.split_whitespace().next()?.parse().ok()?;
+            Some((wire.to_owned(), mib))
+        })
+        .collect::<Vec<_>>();
+    if peaks.is_empty() {
+        return Err("the benchmark did not say the client's peak memory".to_owned());
+    }
+    Ok(Run { shares, peaks })
+}
+
+fn describe(run: &Run) -> String {
+    let shares = TRANSFERS
+        .iter()
+        .zip(&run.shares)
+        .map(|(name, share)| format!("{name} {:.0} %", share * 100.0))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let peaks = run
+        .peaks
+        .iter()
+        .map(|(wire, mib)| format!("{wire} {mib} MiB"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!("  of the single-core limit: {shares}; client peak: {peaks}")
+}
+
+fn summarize(results: &[Run], runs: usize) -> Result<(), String> {
+    println!("\n{runs} runs; each transfer as a share of the single-core limit of its own run");
+    println!(
+        "| transfer | worst | median | runs at {:.0} % or more |",
+        TARGET_SHARE * 100.0
+    );
+    println!("|---|---|---|---|");
+    let mut short = Vec::new();
+    for (i, name) in TRANSFERS.iter().enumerate() {
+        let mut shares: Vec<f64> = results.iter().map(|run| run.shares[i]).collect();
+        shares.sort_by(f64::total_cmp);
+        let met = shares.iter().filter(|s| **s >= TARGET_SHARE).count();
+        println!(
+            "| {name} | {:.0} % | {:.0} % | {met}/{runs} |",
+            shares[0] * 100.0,
+            shares[shares.len() / 2] * 100.0
+        );
+        if met < runs {
+            short.push(*name);
+        }
+    }
+    let peak = results
+        .iter()
+        .flat_map(|run| run.peaks.iter().map(|(_, mib)| *mib))
+        .max()
+        .unwrap_or(0);
+    println!("client peak resident memory, the highest of every run: {peak} MiB");
+    if peak >= PEAK_MIB_BOUND {
+        short.push("the client's peak memory");
+    }
+    if short.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "under the target in some run: {} (half the limit; a peak under {PEAK_MIB_BOUND} MiB)",
+            short.join(", ")
+        ))
+    }
+}
