@@ -56,6 +56,8 @@ pub(crate) fn run_from_args(args: &[String]) -> Result<(), String> {
         println!("xtask bench --transfers: run {number} of {runs}");
         let output = cargo_command()
             .args(["bench", "-p", "maljan-sidecar", "--bench", "transfer"])
+            // Criterion's report as it goes; stderr, which says the peaks, is read after.
+            .stdout(std::process::Stdio::inherit())
             .output()
             .map_err(|e| format!("cargo bench did not start: {e}"))?;
         let stderr = String::from_utf8_lossy(&output.stderr);

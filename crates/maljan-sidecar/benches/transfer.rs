@@ -30,6 +30,9 @@ use tokio::runtime::Runtime;
 
 const SIDECAR: &str = env!("CARGO_BIN_EXE_maljan-sidecar");
 const SIZE: usize = 256 * 1024 * 1024;
+/// The sidecar's budget for the job's files: its job counts every byte uploaded to it,
+/// and this bench uploads the file dozens of times into one job.
+const JOB_BYTES: u64 = 1 << 40;
 
 /// Resets the peak resident memory to the current one (Linux 4.0 and later), so the peak
 /// read later is the transfers' own, not the limit's copy of the file made before them.
@@ -162,7 +165,12 @@ impl Wire {
         let server = connect(
             runtime,
             job,
-            ServerConfig::stdio("sidecar", ServerCommand::new(SIDECAR)),
+            ServerConfig::stdio(
+                "sidecar",
+                ServerCommand::new(SIDECAR)
+                    .arg("--job-bytes")
+                    .arg(JOB_BYTES.to_string()),
+            ),
         );
         let server_pid = server.server_pid().expect("a spawned server").to_string();
         Wire {
@@ -173,10 +181,15 @@ impl Wire {
         }
     }
 
-    /// The sidecar serving Streamable HTTP on a free loopback port, as `--http` alone does.
+    /// The sidecar serving Streamable HTTP on a free loopback port.
     fn http(runtime: &Runtime, job: &Arc<Job>) -> Wire {
         let mut process = std::process::Command::new(SIDECAR)
-            .arg("--http")
+            .args([
+                "--http",
+                "127.0.0.1:0",
+                "--job-bytes",
+                &JOB_BYTES.to_string(),
+            ])
             .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("the HTTP sidecar starts");
