@@ -27,6 +27,8 @@ const LIMITS: [&str; 2] = [
     "single_core_limit_before_transfers",
     "single_core_limit_after_transfers",
 ];
+/// How the bench's line about a wire's peak memory begins.
+const PEAK_LINE: &str = "client peak resident memory during the transfers over ";
 /// What each transfer must reach, as a share of the limit.
 const TARGET_SHARE: f64 = 0.5;
 /// The client's peak resident memory must stay under this.
@@ -65,6 +67,10 @@ pub(crate) fn run_from_args(args: &[String]) -> Result<(), String> {
             return Err(format!("the transfer benchmark failed:\n{stderr}"));
         }
         let run = read_run(&criterion, &stderr)?;
+        // The bench's own account of each wire: its peaks and each side's CPU per transfer.
+        for line in stderr.lines().skip_while(|l| !l.starts_with(PEAK_LINE)) {
+            println!("  {line}");
+        }
         println!("{}", describe(&run));
         results.push(run);
     }
@@ -98,8 +104,7 @@ fn read_run(criterion: &Path, stderr: &str) -> Result<Run, String> {
     let peaks = stderr
         .lines()
         .filter_map(|line| {
-            let rest =
-                line.strip_prefix("client peak resident memory during the transfers over ")?;
+            let rest = line.strip_prefix(PEAK_LINE)?;
             let (wire, rest) = rest.split_once(": ")?;
             let mib = rest.split_whitespace().next()?.parse().ok()?;
             Some((wire.to_owned(), mib))
