@@ -25,8 +25,8 @@ use super::{CAPABILITIES, CallJob, Server, encode, error_reply, panic_text};
 pub const QUICK_PARAMS_BYTES: usize = 64 * 1024;
 
 impl Server {
-    /// Runs a tool call on a blocking thread (a quick tool's, on this task): parsing its parameters, the handler (a panic
-    /// becomes `tool_failed`) and serializing the reply.
+    /// Runs a tool call on a blocking thread (a quick tool's, on this task): parsing its
+    /// parameters, the handler (a panic becomes `tool_failed`) and serializing the reply.
     pub(crate) async fn call(
         self: Arc<Self>,
         id: RequestId,
