@@ -409,7 +409,7 @@ async fn an_answer_on_the_get_stream_reaches_its_call_and_an_unknown_id_is_only_
         Method::GET => {
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
             *slot.lock().expect("lock") = Some(tx);
-            let body = futures::stream::unfold(rx, |mut rx| async move {
+            let body = futures_util::stream::unfold(rx, |mut rx| async move {
                 rx.recv().await.map(|chunk| (chunk, rx))
             });
             Response::builder()

@@ -6,6 +6,7 @@
 use serde_json::Value;
 
 use crate::jsonrpc::RequestId;
+use crate::large_buffers::LARGE_BUFFERS;
 
 /// Appends `value` as compact JSON: byte for byte what `serde_json::to_writer` writes.
 ///
@@ -94,6 +95,7 @@ pub fn size_hint(value: &Value) -> usize {
 /// A JSON-RPC request line, `{"jsonrpc":"2.0","id":…,"method":…,"params":…}` and a
 /// newline, written in one pass into a buffer of about its size: byte for byte the line
 /// of the same [`Request`](crate::jsonrpc::Request) with its params serialized by serde.
+/// A large line's buffer comes from [`LARGE_BUFFERS`]: give it back there once written.
 ///
 /// ```
 /// use maljan_mcp_proto::json_writer::request_line;
@@ -102,7 +104,7 @@ pub fn size_hint(value: &Value) -> usize {
 /// assert_eq!(line, b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":\"t\"}}\n");
 /// ```
 pub fn request_line(id: &RequestId, method: &str, params: &Value) -> Vec<u8> {
-    let mut line = Vec::with_capacity(size_hint(params) + method.len() + 64);
+    let mut line = LARGE_BUFFERS.take(size_hint(params) + method.len() + 64);
     line.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
     // Writing an id (a number or a string) into a Vec cannot fail.
     let _ = serde_json::to_writer(&mut line, id);

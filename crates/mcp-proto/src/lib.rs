@@ -7,6 +7,7 @@
 pub mod fuzzing;
 pub mod json_writer;
 pub mod jsonrpc;
+pub mod large_buffers;
 pub mod maljan;
 pub mod mcp;
 pub mod untrusted_text;

@@ -1,6 +1,5 @@
 #![doc = include_str!("../README.md")]
 #![cfg_attr(docsrs, feature(doc_cfg))]
-mod buffers;
 mod builder;
 mod call_gate;
 mod call_params;

@@ -10,7 +10,7 @@ use serde_json::Value;
 use maljan_mcp_proto::maljan::{ErrorCode, ToolFailure};
 
 use crate::ToolResult;
-use crate::buffers::BUFFERS;
+use maljan_mcp_proto::large_buffers::LARGE_BUFFERS;
 
 /// Structured answers holding a string longer than this are not repeated as text.
 const TEXT_COPY_MAX_BYTES: usize = 1024 * 1024;
@@ -55,7 +55,7 @@ pub(crate) fn tool_reply(id: &RequestId, result: ToolResult, tool: &str) -> Vec<
     let size = size_hint(&value);
     let answer_bytes = size * (1 + usize::from(repeated_as_text && structured));
     if answer_bytes > MAX_ANSWER_BYTES {
-        BUFFERS.give_strings(value);
+        LARGE_BUFFERS.give_strings(value);
         let failure = ToolFailure::new(
             ErrorCode::BadArgument,
             format!(
@@ -66,7 +66,7 @@ pub(crate) fn tool_reply(id: &RequestId, result: ToolResult, tool: &str) -> Vec<
         );
         return tool_reply(id, Err(failure), tool);
     }
-    let mut line = BUFFERS.take(size * (1 + usize::from(repeated_as_text)) + 256);
+    let mut line = LARGE_BUFFERS.take(size * (1 + usize::from(repeated_as_text)) + 256);
     line.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
     // Writing an id (a number or a string) into a Vec cannot fail.
     let _ = serde_json::to_writer(&mut line, id);
@@ -92,7 +92,7 @@ pub(crate) fn tool_reply(id: &RequestId, result: ToolResult, tool: &str) -> Vec<
     }
     // The modern era requires a result to say its type; a legacy client ignores the field.
     line.extend_from_slice(b",\"resultType\":\"complete\"}}\n");
-    BUFFERS.give_strings(value);
+    LARGE_BUFFERS.give_strings(value);
     line
 }
 

@@ -27,7 +27,7 @@ pub trait ToolCaller {
 /// long. Started here, the request is on its way while the driver works.
 pub(crate) async fn send_at_once<F: Future>(call: F) -> impl Future<Output = F::Output> {
     let mut call = Box::pin(call);
-    let first = futures::poll!(call.as_mut());
+    let first = futures_util::poll!(call.as_mut());
     async move {
         match first {
             std::task::Poll::Ready(output) => output,

@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Instant;
 
-use futures::StreamExt;
-use futures::stream::FuturesUnordered;
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 use std::sync::atomic::Ordering;
 
 use maljan_mcp_proto::maljan::{ErrorCode, Outcome, ToolAnswer, ToolFailure, resources_in};
@@ -67,7 +67,7 @@ impl Run {
     /// fail when they run.
     async fn check_tools(&self, pack: &Pack) -> Result<(), PackErrors> {
         let used: BTreeSet<&str> = pack.steps().iter().map(Step::server).collect();
-        let connections = futures::future::join_all(
+        let connections = futures_util::future::join_all(
             used.iter()
                 .map(|server| async move { (*server, self.connection(server).await) }),
         )

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable};
-use futures::StreamExt;
+use futures_util::StreamExt;
 use tokio::sync::oneshot;
 
 use super::{HttpTransport, gateway_busy, lock};

@@ -1,11 +1,12 @@
 //! Each message a POST: the request and its reply (JSON, or an SSE stream read to the
 //! answer), the status checked, a notification or an answer to the server posted.
 
-use futures::StreamExt;
+use futures_util::StreamExt;
 use maljan_mcp_proto::json_writer::request_line;
 use maljan_mcp_proto::jsonrpc::{
     DecodedLine, ErrorResponse, Message, Notification, Reply, Request, RequestId, decode_line,
 };
+use maljan_mcp_proto::large_buffers::LARGE_BUFFERS;
 use maljan_mcp_proto::mcp::{ProtocolVersion, headers, methods};
 use reqwest::header::{ACCEPT, CONTENT_TYPE};
 use serde_json::Value;
@@ -172,7 +173,7 @@ impl HttpTransport {
             modern
         });
         let body = request_line(&id, method, &params);
-        drop(params);
+        LARGE_BUFFERS.give_strings(params);
         self.request_body(body, id, method, modern).await
     }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures_util::StreamExt;
 use maljan_mcp_proto::jsonrpc::{
     DecodedLine, ErrorResponse, Message, Reply, Request, RequestId, Response, decode_line,
 };

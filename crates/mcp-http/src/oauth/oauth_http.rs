@@ -2,7 +2,7 @@
 //! http to this host when the MCP server itself is on this host (a remote server must not
 //! be able to point the client at a service on the client's own machine).
 
-use futures::StreamExt;
+use futures_util::StreamExt;
 use url::Url;
 
 use crate::AuthorizationError;

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use maljan_mcp_proto::json_writer::request_line;
 use maljan_mcp_proto::jsonrpc::{Message, Notification, Request};
+use maljan_mcp_proto::large_buffers::LARGE_BUFFERS;
 use maljan_mcp_proto::mcp::ProtocolVersion;
 use maljan_mcp_transport::{
     BoxFuture, CloseReport, OutgoingRequest, PendingReply, Transport, TransportCounts,
@@ -81,7 +82,11 @@ impl Transport for StdioTransport {
             // the line waits for the writer: a file chunk is not held twice.
             let pending = self
                 .send_request_inner(ends_setup, move |id| match params {
-                    Some(params) => request_line(id, &method, &params),
+                    Some(params) => {
+                        let line = request_line(id, &method, &params);
+                        LARGE_BUFFERS.give_strings(params);
+                        line
+                    }
                     None => Message::Request(Request {
                         id: id.clone(),
                         method: method.into_owned(),

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use maljan_mcp_proto::json_writer::request_line;
 use maljan_mcp_proto::jsonrpc::{Message, Notification, Request, RequestId};
+use maljan_mcp_proto::large_buffers::LARGE_BUFFERS;
 use maljan_mcp_transport::{CloseReport, EndsSetup, StoppedBy};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -177,8 +178,9 @@ impl StdioTransport {
 
     /// Sends a request whose params are a JSON value, written straight into the request's
     /// line ([`request_line`]): large arguments, a file chunk's base64 among them, are
-    /// neither escaped byte by byte nor copied into a raw value first. The value is dropped
-    /// once written, before the line waits for the writer.
+    /// neither escaped byte by byte nor copied into a raw value first. The value's large
+    /// strings go back to [`LARGE_BUFFERS`] once written, before the line waits for the
+    /// writer.
     ///
     /// ```no_run
     /// # async fn call(connection: &maljan_mcp_stdio::StdioTransport) {
@@ -191,8 +193,12 @@ impl StdioTransport {
         method: &str,
         params: Value,
     ) -> Result<PendingRequest, StdioError> {
-        self.send_request_inner(None, move |id| request_line(id, method, &params))
-            .await
+        self.send_request_inner(None, move |id| {
+            let line = request_line(id, method, &params);
+            LARGE_BUFFERS.give_strings(params);
+            line
+        })
+        .await
     }
 
     async fn send_request_with_raw(

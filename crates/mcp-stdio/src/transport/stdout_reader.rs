@@ -15,7 +15,7 @@ use std::future::Future;
 use std::io;
 use std::time::Duration;
 
-use futures::future::{AbortHandle, Abortable};
+use futures_util::future::{AbortHandle, Abortable};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -46,7 +46,7 @@ impl StdoutReader {
             // Aborted is one way to end, a panic another (the reader fails its pending
             // calls as it unwinds); either way the thread is done.
             let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                futures::executor::block_on(reader)
+                futures_executor::block_on(reader)
             }));
             let _ = done_tx.send(());
         })?;

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use maljan_mcp_proto::large_buffers::LARGE_BUFFERS;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
@@ -37,6 +38,7 @@ pub(super) async fn write_loop<W: AsyncWrite + Unpin>(
         if request.is_some() {
             shared.busy_poll.arm();
         }
+        LARGE_BUFFERS.give(line);
     }
     let _ = writer.shutdown().await;
 }

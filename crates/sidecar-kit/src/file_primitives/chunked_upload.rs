@@ -15,10 +15,10 @@ use super::{
     CHUNKS_IN_FLIGHT, MAX_CHUNK_AHEAD, MAX_CHUNKS_WAITING, MAX_CHUNKS_WAITING_IN_ALL,
     TransferLimits, bad, failed,
 };
-use crate::buffers::BUFFERS;
 use crate::call_params::Chunk;
 use crate::job::{Upload, lock};
 use crate::{Arguments, ToolContext, ToolResult};
+use maljan_mcp_proto::large_buffers::LARGE_BUFFERS;
 
 use super::put_sample::{
     discard_upload, drop_idle_uploads, incoming_file, receipt, safe_name, sha_argument,
@@ -133,7 +133,7 @@ fn store_chunk_in_turn(
     limits: &TransferLimits,
 ) -> ToolResult {
     let turn_wait = limits.turn_wait;
-    let mut decoded = BUFFERS.take(content.len() / 4 * 3 + 3);
+    let mut decoded = LARGE_BUFFERS.take(content.len() / 4 * 3 + 3);
     let decoded = match STANDARD.decode_vec(content, &mut decoded) {
         Ok(()) => Ok(decoded),
         Err(e) => Err(format!("content_base64 is not base64: {e}")),
@@ -255,7 +255,7 @@ fn store_chunk(
         .map_err(|e| format!("writing upload {id}: {e}"))?;
     upload.hasher.update(&bytes);
     upload.received += bytes.len() as u64;
-    BUFFERS.give(bytes);
+    LARGE_BUFFERS.give(bytes);
     Ok(upload.received)
 }
 

@@ -10,12 +10,12 @@ use maljan_mcp_proto::mcp::stateless_error_codes;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::buffers::BUFFERS;
 use crate::call_params::ToolCall;
 use crate::era::{self};
 use crate::reply::tool_reply;
 use crate::tool::Cancellation;
 use crate::{Arguments, JobDir, ToolContext};
+use maljan_mcp_proto::large_buffers::LARGE_BUFFERS;
 
 use super::{CAPABILITIES, CallJob, Server, encode, error_reply, panic_text};
 
@@ -204,7 +204,7 @@ impl Server {
                 let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
                     (tool.handler)(&arguments, &context)
                 }));
-                BUFFERS.give_strings(Value::Object(arguments.into_map()));
+                LARGE_BUFFERS.give_strings(Value::Object(arguments.into_map()));
                 outcome
             }
         };

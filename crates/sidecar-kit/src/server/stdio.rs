@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use crate::JobDir;
-use crate::buffers::BUFFERS;
+use maljan_mcp_proto::large_buffers::LARGE_BUFFERS;
 
 use super::{InFlight, Server, encode, error_reply};
 
@@ -264,7 +264,7 @@ async fn write_lines<W: AsyncWrite + Unpin>(
         writer.write_all(&line).await?;
         writer.flush().await?;
         busy_poll.arm();
-        BUFFERS.give(line);
+        LARGE_BUFFERS.give(line);
     }
     writer.shutdown().await
 }

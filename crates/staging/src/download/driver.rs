@@ -1,7 +1,7 @@
 //! A download carried out: `get_file` called chunk by chunk, each written as it comes.
 
-use futures::StreamExt;
-use futures::stream::FuturesOrdered;
+use futures_util::StreamExt;
+use futures_util::stream::FuturesOrdered;
 use maljan_direct_write::DirectWriter;
 
 use super::{DownloadError, DownloadValidator};
