@@ -7,6 +7,7 @@
 //! for the life of the process, whichever side (client or server) and whichever thread
 //! takes and gives them.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use serde_json::Value;
@@ -30,7 +31,37 @@ const MAX_KEPT: usize = 6;
 /// assert_eq!(pool.take(MIN_KEPT_BYTES).as_ptr(), address);
 /// ```
 #[derive(Debug, Default)]
-pub struct BufferPool(Mutex<Vec<Vec<u8>>>);
+pub struct BufferPool {
+    kept: Mutex<Vec<Vec<u8>>>,
+    /// How many [`InUse`] marks are held: when the last is dropped, the kept buffers go.
+    users: AtomicUsize,
+}
+
+/// A mark that a transfer is using a [`BufferPool`]: when the last mark of a pool is
+/// dropped, the buffers it keeps are let go, so that a process holds no chunk-sized
+/// buffers between transfers.
+///
+/// ```
+/// use maljan_mcp_proto::large_buffers::{BufferPool, MIN_KEPT_BYTES};
+/// let pool = BufferPool::new();
+/// let transfer = pool.in_use();
+/// let chunk = pool.take(MIN_KEPT_BYTES);
+/// pool.give(chunk);
+/// assert_eq!(pool.kept_count(), 1);
+/// drop(transfer);
+/// assert_eq!(pool.kept_count(), 0);
+/// ```
+#[derive(Debug)]
+#[must_use = "the pool lets its buffers go when the mark is dropped"]
+pub struct InUse<'a>(&'a BufferPool);
+
+impl Drop for InUse<'_> {
+    fn drop(&mut self) {
+        if self.0.users.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.kept().clear();
+        }
+    }
+}
 
 impl BufferPool {
     /// An empty pool.
@@ -41,12 +72,32 @@ impl BufferPool {
     /// assert!(POOL.take(10).is_empty());
     /// ```
     pub const fn new() -> Self {
-        BufferPool(Mutex::new(Vec::new()))
+        BufferPool {
+            kept: Mutex::new(Vec::new()),
+            users: AtomicUsize::new(0),
+        }
     }
 
     fn kept(&self) -> std::sync::MutexGuard<'_, Vec<Vec<u8>>> {
         // A panic while the list was held leaves it a valid list of empty buffers.
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        self.kept.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Marks the pool in use by a transfer until the mark is dropped (see [`InUse`]). A
+    /// server that keeps its buffers for its whole life takes no mark.
+    pub fn in_use(&self) -> InUse<'_> {
+        self.users.fetch_add(1, Ordering::AcqRel);
+        InUse(self)
+    }
+
+    /// How many buffers are kept now.
+    ///
+    /// ```
+    /// let pool = maljan_mcp_proto::large_buffers::BufferPool::new();
+    /// assert_eq!(pool.kept_count(), 0);
+    /// ```
+    pub fn kept_count(&self) -> usize {
+        self.kept().len()
     }
 
     /// An empty buffer with room for at least `capacity` bytes: a kept one when one is
@@ -128,7 +179,7 @@ mod tests {
     use super::*;
 
     fn kept(pool: &BufferPool) -> usize {
-        pool.kept().len()
+        pool.kept_count()
     }
 
     #[test]
@@ -174,5 +225,19 @@ mod tests {
         assert_eq!(kept(&pool), 1);
         let reused = pool.take_string(MIN_KEPT_BYTES);
         assert_eq!(reused.as_ptr(), address);
+    }
+
+    #[test]
+    fn buffers_go_when_the_last_transfer_ends() {
+        let pool = BufferPool::new();
+        let first = pool.in_use();
+        let second = pool.in_use();
+        pool.give(Vec::with_capacity(MIN_KEPT_BYTES));
+        drop(first);
+        assert_eq!(kept(&pool), 1, "another transfer still uses the pool");
+        drop(second);
+        assert_eq!(kept(&pool), 0);
+        pool.give(Vec::with_capacity(MIN_KEPT_BYTES));
+        assert_eq!(kept(&pool), 1, "kept again, with no mark held");
     }
 }

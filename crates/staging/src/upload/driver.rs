@@ -158,6 +158,8 @@ pub async fn upload_with_digest<C: ToolCaller>(
     mut progress: impl FnMut(u64, u64),
 ) -> Result<UploadReceipt, UploadError> {
     let start = Instant::now();
+    // The chunks' buffers go round while this upload (or another) runs, and go after.
+    let _buffers = LARGE_BUFFERS.in_use();
     let mut validator = UploadValidator::new(
         local.display().to_string(),
         name,
