@@ -3,6 +3,7 @@
 use futures_util::StreamExt;
 use futures_util::stream::FuturesOrdered;
 use maljan_direct_write::DirectWriter;
+use sha2::{Digest, Sha256};
 
 use super::{DownloadError, DownloadValidator};
 use crate::caller::send_at_once;
@@ -12,10 +13,9 @@ use crate::{ArtefactStore, Origin, StoredArtefact, ToolCaller};
 pub const CHUNK_BYTES: u64 = 4 * 1024 * 1024;
 /// How many chunks are asked for ahead, once the size is known.
 const CHUNKS_IN_FLIGHT: usize = 2;
-/// How many chunk buffers go round between decoding and the file's writer: one is enough,
-/// as a chunk is written while the next answer is read and parsed (a second was no faster
-/// and raised the client's peak memory).
-const WRITE_BUFFERS: usize = 1;
+/// How many chunk buffers go round between decoding and the file's writer: two, so that
+/// the next chunk is decoded while the last is hashed and written.
+const WRITE_BUFFERS: usize = 2;
 
 /// Downloads a file a server wrote through its `get_file` tool into the artefact store.
 ///
@@ -36,8 +36,8 @@ pub async fn download<C: ToolCaller>(
         source: std::sync::Arc::new(e),
     };
     let (incoming, file) = store.incoming().map_err(local)?;
-    // A writer thread writes each chunk while the next answer is read and parsed; the
-    // buffers go round between the two, allocated once.
+    // A writer thread hashes and writes each chunk while the next answer is read, parsed
+    // and decoded; the buffers go round between the two, allocated once.
     let (filled_tx, filled) = tokio::sync::mpsc::channel::<Vec<u8>>(WRITE_BUFFERS);
     let (empty_tx, mut empty) = tokio::sync::mpsc::channel::<Vec<u8>>(WRITE_BUFFERS);
     for _ in 0..WRITE_BUFFERS {
@@ -83,7 +83,7 @@ pub async fn download<C: ToolCaller>(
         let Some(mut bytes) = empty.recv().await else {
             break;
         };
-        validator.handle_answer_into(&answer, &mut bytes)?;
+        validator.handle_answer_unhashed_into(&answer, &mut bytes)?;
         drop(answer);
         if (bytes.len() as u64) < asked.length {
             in_flight = FuturesOrdered::new();
@@ -96,11 +96,11 @@ pub async fn download<C: ToolCaller>(
         progress(received, size);
     }
     drop(filled_tx);
-    writer
+    let computed = writer
         .await
         .map_err(|e| local(std::io::Error::other(e)))?
         .map_err(local)?;
-    let verified = validator.finish()?;
+    let verified = validator.finish_with_digest(computed)?;
     store.count_downloaded(verified.size);
     let name = path.rsplit('/').next().unwrap_or(path);
     store
@@ -108,19 +108,23 @@ pub async fn download<C: ToolCaller>(
         .map_err(local)
 }
 
-/// Writes the chunks handed over, in order, handing each buffer back, past the page cache
-/// where the store's filesystem allows it, and makes the file durable at the end. Stops at
-/// the first error (the sender then sees the writer gone).
+/// Hashes and writes the chunks handed over, in order, handing each buffer back, past the
+/// page cache where the store's filesystem allows it, and makes the file durable at the
+/// end; returns the sha256 of the bytes written. Stops at the first error (the sender then
+/// sees the writer gone).
 fn write_chunks(
     mut file: DirectWriter,
     mut filled: tokio::sync::mpsc::Receiver<Vec<u8>>,
     empty: &tokio::sync::mpsc::Sender<Vec<u8>>,
-) -> std::io::Result<()> {
+) -> std::io::Result<String> {
+    let mut hasher = Sha256::new();
     while let Some(bytes) = filled.blocking_recv() {
+        hasher.update(&bytes);
         file.write_all(&bytes)?;
         // Handed back to be decoded into. The decoding side may be gone (a refused
         // answer); the buffer is then dropped.
         let _ = empty.try_send(bytes);
     }
-    file.finish().map(drop)
+    file.finish()?;
+    Ok(format!("{:x}", hasher.finalize()))
 }

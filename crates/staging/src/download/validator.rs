@@ -65,6 +65,13 @@ pub struct DownloadValidator {
     most: u64,
 }
 
+/// Where the bytes of accepted chunks are hashed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hashing {
+    Here,
+    ByCaller,
+}
+
 fn number(answer: &Value, member: &'static str) -> Option<Result<u64, MalformedChunk>> {
     let v = answer.get(member).filter(|v| !v.is_null())?;
     Some(v.as_u64().ok_or_else(|| MalformedChunk::NotACount {
@@ -175,14 +182,51 @@ impl DownloadValidator {
         answer: &Value,
         bytes: &mut Vec<u8>,
     ) -> Result<(), DownloadError> {
+        self.handle_answer_hashed_by(answer, bytes, Hashing::Here)
+    }
+
+    /// As [`handle_answer_into`](Self::handle_answer_into), the bytes not hashed here:
+    /// the caller hashes every chunk accepted, in order (on another thread, say, while the
+    /// next answer is decoded), and gives the digest to
+    /// [`finish_with_digest`](Self::finish_with_digest).
+    ///
+    /// ```
+    /// use maljan_staging::DownloadValidator;
+    /// use sha2::{Digest, Sha256};
+    /// let mut v = DownloadValidator::new("a.txt", 11);
+    /// let sha = "b94d27b9934d3e08a52e52d7da7dabfac484efe37a5380ee9088f7ace2efcde9"; // "hello world"
+    /// let answer = serde_json::json!({
+    ///     "size": 11, "sha256": sha, "offset": 0, "content_base64": "aGVsbG8gd29ybGQ="});
+    /// let mut bytes = Vec::new();
+    /// v.handle_answer_unhashed_into(&answer, &mut bytes).unwrap();
+    /// let digest = format!("{:x}", Sha256::digest(&bytes));
+    /// assert_eq!(v.finish_with_digest(digest).unwrap().size, 11);
+    /// ```
+    pub fn handle_answer_unhashed_into(
+        &mut self,
+        answer: &Value,
+        bytes: &mut Vec<u8>,
+    ) -> Result<(), DownloadError> {
+        self.handle_answer_hashed_by(answer, bytes, Hashing::ByCaller)
+    }
+
+    fn handle_answer_hashed_by(
+        &mut self,
+        answer: &Value,
+        bytes: &mut Vec<u8>,
+        hashing: Hashing,
+    ) -> Result<(), DownloadError> {
         let handled = self.check_and_decode(answer, bytes);
-        if handled.is_err() {
-            bytes.clear();
+        match handled {
+            Ok(()) if hashing == Hashing::Here => self.hasher.update(&bytes[..]),
+            Ok(()) => {}
+            Err(_) => bytes.clear(),
         }
         handled
     }
 
-    /// [`DownloadValidator::handle_answer_into`], the buffer left as it is on an error.
+    /// [`DownloadValidator::handle_answer_into`] without the hashing, the buffer left as
+    /// it is on an error.
     fn check_and_decode(
         &mut self,
         answer: &Value,
@@ -304,7 +348,6 @@ impl DownloadValidator {
         }
         self.size = Some(size);
         self.sha256 = Some(sha256);
-        self.hasher.update(&bytes[..]);
         self.next_offset = offset + len;
         Ok(())
     }
@@ -328,7 +371,15 @@ impl DownloadValidator {
     }
 
     /// Checks that the whole file was read and that its digest is the one stated.
-    pub fn finish(self) -> Result<VerifiedDownload, DownloadError> {
+    pub fn finish(mut self) -> Result<VerifiedDownload, DownloadError> {
+        let computed = format!("{:x}", self.hasher.finalize_reset());
+        self.finish_with_digest(computed)
+    }
+
+    /// As [`finish`](Self::finish), for bytes the caller hashed: `computed` is the
+    /// lowercase hex sha256 of every chunk accepted by
+    /// [`handle_answer_unhashed_into`](Self::handle_answer_unhashed_into), in order.
+    pub fn finish_with_digest(self, computed: String) -> Result<VerifiedDownload, DownloadError> {
         let (Some(size), Some(stated)) = (self.size, self.sha256) else {
             return Err(DownloadError::Incomplete {
                 path: self.path,
@@ -343,7 +394,6 @@ impl DownloadValidator {
                 size,
             });
         }
-        let computed = format!("{:x}", self.hasher.finalize());
         if computed != stated {
             return Err(DownloadError::DigestMismatch {
                 path: self.path,
