@@ -227,7 +227,9 @@ impl HttpTransport {
             self.read_stream(response, &mut wait).await
         } else if content_type.starts_with("application/json") {
             let body = self.read_body(response).await?;
-            self.handle_line(&body).await?;
+            let handled = self.handle_line(&body).await;
+            LARGE_BUFFERS.give(body);
+            handled?;
             match wait.try_take() {
                 Some(end) => self.ended(end),
                 None => Err(self.bad_reply(ReplyProblem::NoResponse)),
@@ -279,7 +281,13 @@ impl HttpTransport {
         response: reqwest::Response,
     ) -> Result<Vec<u8>, HttpError> {
         let max = self.state.config.max_event_bytes;
-        let mut body = Vec::new();
+        // Room for the length the server states, up to the bound: a file chunk's answer is
+        // then copied once, not again each time the buffer grows (a kept buffer, given back
+        // once the answer is read).
+        let stated = response
+            .content_length()
+            .map_or(0, |len| len.min(max as u64) as usize);
+        let mut body = LARGE_BUFFERS.take(stated);
         let mut stream = response.bytes_stream();
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|e| self.unreachable(e))?;

@@ -3,6 +3,7 @@
 use futures_util::StreamExt;
 use futures_util::stream::FuturesOrdered;
 use maljan_direct_write::DirectWriter;
+use maljan_mcp_proto::large_buffers::LARGE_BUFFERS;
 use sha2::{Digest, Sha256};
 
 use super::{DownloadError, DownloadValidator};
@@ -36,6 +37,8 @@ pub async fn download<C: ToolCaller>(
         source: std::sync::Arc::new(e),
     };
     let (incoming, file) = store.incoming().map_err(local)?;
+    // The answers' buffers go round while this download (or another) runs, and go after.
+    let _buffers = LARGE_BUFFERS.in_use();
     // A writer thread hashes and writes each chunk while the next answer is read, parsed
     // and decoded; the buffers go round between the two, allocated once.
     let (filled_tx, filled) = tokio::sync::mpsc::channel::<Vec<u8>>(WRITE_BUFFERS);
