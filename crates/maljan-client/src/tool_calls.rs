@@ -91,9 +91,10 @@ impl<R: RequestService> ToolCalls<R> {
             .unwrap_or(self.default_wait)
     }
 
-    /// A tool's result, read by Maljan's rules.
-    fn read_result(&self, tool: &str, raw: &RawValue) -> ToolAnswer {
-        match serde_json::from_str::<CallToolResult>(raw.get()) {
+    /// A tool's result, read by Maljan's rules; a file chunk's base64 is moved out of the
+    /// raw result, not copied.
+    fn read_result(&self, tool: &str, raw: Box<RawValue>) -> ToolAnswer {
+        match CallToolResult::from_raw(raw) {
             Ok(result) => ToolAnswer::from_result(result),
             Err(e) => ToolAnswer::failed(ToolFailure::new(
                 ErrorCode::InvalidAnswer,
@@ -177,7 +178,7 @@ impl<R: RequestService> CallService for ToolCalls<R> {
         let written = !matches!(&reply, Err(unanswered) if unanswered.unsent());
         let mut cause = None;
         let answer = match reply {
-            Ok(Reply::Result(raw)) => self.read_result(&call.tool, &raw),
+            Ok(Reply::Result(raw)) => self.read_result(&call.tool, raw),
             Ok(Reply::Error(error)) => ToolAnswer::from_rpc_error(&error),
             Err(unanswered) => {
                 if let Unanswered::Failed(failure) = &unanswered {

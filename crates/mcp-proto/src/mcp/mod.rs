@@ -11,6 +11,7 @@ mod modern_wire;
 mod notifications;
 mod param_headers;
 mod request_meta;
+mod result_from_raw;
 mod server_requests;
 mod setup_steps;
 mod tools;
