@@ -16,6 +16,10 @@ use serde_json::Value;
 pub const MIN_KEPT_BYTES: usize = 1024 * 1024;
 /// Buffers larger than this are let go: a 4 MiB chunk's line is about 5.6 MB.
 const MAX_KEPT_BYTES: usize = 16 * 1024 * 1024;
+/// A new large buffer's room is rounded up to a multiple of this: the next line of a
+/// chunk is a few bytes longer (its id has another digit, say) and should still fit a
+/// kept one, rather than each few bytes more making a new buffer kept beside the others.
+const ROOM_STEP: usize = 256 * 1024;
 /// How many buffers are kept at most: enough for the chunks kept in flight, each with its
 /// base64 and its line.
 const MAX_KEPT: usize = 6;
@@ -113,6 +117,7 @@ impl BufferPool {
             if let Some(i) = kept.iter().position(|b| b.capacity() >= capacity) {
                 return kept.swap_remove(i);
             }
+            return Vec::with_capacity(capacity.next_multiple_of(ROOM_STEP));
         }
         Vec::with_capacity(capacity)
     }
@@ -225,6 +230,16 @@ mod tests {
         assert_eq!(kept(&pool), 1);
         let reused = pool.take_string(MIN_KEPT_BYTES);
         assert_eq!(reused.as_ptr(), address);
+    }
+
+    #[test]
+    fn a_slightly_longer_line_fits_the_buffer_of_the_last() {
+        let pool = BufferPool::new();
+        let line = pool.take(5_592_500);
+        let address = line.as_ptr();
+        pool.give(line);
+        let next = pool.take(5_592_501);
+        assert_eq!(next.as_ptr(), address, "one more byte fits the kept buffer");
     }
 
     #[test]
