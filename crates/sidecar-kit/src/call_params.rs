@@ -8,13 +8,17 @@
 //! arguments that come before the name are read as a chunk when they fit one. Anything
 //! else — another tool, a chunk whose arguments are not exactly right — is read again as
 //! [`CallToolParams`], so the answer is the same as it would be without this path.
+//!
+//! The parameters are a [`RawValue`]'s, valid JSON already: the base64 is taken as the
+//! bytes between its quotes, its end found by looking for the closing quote alone rather
+//! than checking every character again (the base64 decoder refuses anything but base64).
 
-use std::borrow::Cow;
 use std::fmt;
 
 use maljan_mcp_proto::mcp::CallToolParams;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 /// A file chunk's arguments, as `put_sample_chunk` takes them.
@@ -24,9 +28,29 @@ pub(crate) struct Chunk<'a> {
     pub(crate) upload_id: u64,
     /// Where the chunk goes.
     pub(crate) offset: u64,
-    /// The chunk, base64: borrowed from the request unless it holds JSON escapes.
-    #[serde(borrow)]
-    pub(crate) content_base64: Cow<'a, str>,
+    /// The chunk, base64: the bytes of a JSON string with nothing escaped in it, borrowed
+    /// from the request (a string with an escape is read as a whole, by the other path).
+    #[serde(borrow, deserialize_with = "unescaped_string")]
+    pub(crate) content_base64: &'a [u8],
+}
+
+/// A JSON string with nothing escaped in it, as the bytes between its quotes; anything
+/// else (an escape, another type) is an error. In valid JSON such a string ends at the
+/// next quote: serde_json finds it by looking for that quote alone when bytes are asked for.
+fn unescaped_string<'de, D: Deserializer<'de>>(deserializer: D) -> Result<&'de [u8], D::Error> {
+    struct UnescapedString;
+    impl<'de> Visitor<'de> for UnescapedString {
+        type Value = &'de [u8];
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a string with nothing escaped")
+        }
+
+        fn visit_borrowed_bytes<E: de::Error>(self, bytes: &'de [u8]) -> Result<&'de [u8], E> {
+            Ok(bytes)
+        }
+    }
+    deserializer.deserialize_bytes(UnescapedString)
 }
 
 /// A `tools/call` request's parameters.
@@ -46,7 +70,8 @@ impl<'a> ToolCall<'a> {
     /// Reads `params`, the arguments of `chunk_tool` (when the server has such a tool) into a
     /// [`Chunk`] when they fit one. `None` when `params` are not valid `tools/call`
     /// parameters.
-    pub(crate) fn read(params: &'a str, chunk_tool: Option<&str>) -> Option<ToolCall<'a>> {
+    pub(crate) fn read(params: &'a RawValue, chunk_tool: Option<&str>) -> Option<ToolCall<'a>> {
+        let params = params.get();
         let mut deserializer = serde_json::Deserializer::from_str(params);
         let one_pass = deserializer
             .deserialize_map(CallVisitor { chunk_tool })
@@ -233,6 +258,7 @@ mod tests {
         #[test]
         fn a_call_is_read_as_the_whole_parameters_would_be(params in any_params_text()) {
             let generic = serde_json::from_str::<CallToolParams>(&params).ok();
+            let params = RawValue::from_string(params).expect("valid JSON");
             let one_pass = ToolCall::read(&params, Some(CHUNK_TOOL));
             match (generic, one_pass) {
                 (None, None) => {}
@@ -245,8 +271,8 @@ mod tests {
                     prop_assert_eq!(arguments["upload_id"].as_u64(), Some(chunk.upload_id));
                     prop_assert_eq!(arguments["offset"].as_u64(), Some(chunk.offset));
                     prop_assert_eq!(
-                        arguments["content_base64"].as_str(),
-                        Some(chunk.content_base64.as_ref())
+                        arguments["content_base64"].as_str().map(str::as_bytes),
+                        Some(chunk.content_base64)
                     );
                 }
                 (generic, one_pass) => {
@@ -265,10 +291,13 @@ mod tests {
             r#"{"name":"put_sample_chunk","arguments":{"upload_id":1,"offset":4,"content_base64":"QUJD"}}"#,
             r#"{"arguments":{"content_base64":"QUJD","offset":4,"upload_id":1},"name":"put_sample_chunk"}"#,
         ] {
-            match ToolCall::read(params, Some(CHUNK_TOOL)) {
+            let raw = RawValue::from_string(params.to_owned()).expect("valid JSON");
+            match ToolCall::read(&raw, Some(CHUNK_TOOL)) {
                 Some(ToolCall::Chunk { chunk, .. }) => {
                     assert_eq!((chunk.upload_id, chunk.offset), (1, 4));
-                    assert!(matches!(chunk.content_base64, Cow::Borrowed("QUJD")));
+                    assert_eq!(chunk.content_base64, b"QUJD");
+                    let at = chunk.content_base64.as_ptr() as usize - raw.get().as_ptr() as usize;
+                    assert_eq!(&params[at..at + 4], "QUJD", "borrowed from the request");
                 }
                 other => panic!("{params}: {other:?}"),
             }
@@ -276,10 +305,26 @@ mod tests {
     }
 
     #[test]
+    fn a_chunk_whose_base64_holds_an_escape_is_read_as_a_whole_unescaped() {
+        let params = r#"{"name":"put_sample_chunk","arguments":{"upload_id":1,"offset":0,"content_base64":"QUJD\/w=="}}"#;
+        let raw = RawValue::from_string(params.to_owned()).expect("valid JSON");
+        match ToolCall::read(&raw, Some(CHUNK_TOOL)) {
+            Some(ToolCall::Parsed(call)) => {
+                assert_eq!(
+                    call.arguments.expect("arguments")["content_base64"],
+                    "QUJD/w=="
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
     fn arguments_that_fit_a_chunk_are_another_tools_when_it_is_named() {
         let params =
             r#"{"arguments":{"content_base64":"QUJD","offset":4,"upload_id":1},"name":"get_file"}"#;
-        match ToolCall::read(params, Some(CHUNK_TOOL)) {
+        let params = RawValue::from_string(params.to_owned()).expect("valid JSON");
+        match ToolCall::read(&params, Some(CHUNK_TOOL)) {
             Some(ToolCall::Parsed(call)) => {
                 assert_eq!(call.name, "get_file");
                 assert_eq!(call.arguments.expect("arguments")["content_base64"], "QUJD");

@@ -78,15 +78,67 @@ struct Borrowed {
 
 /// Reads `text` as a result whose structured content is an object (or absent, or null);
 /// anything else is an error, and read again by serde.
+///
+/// The longest string of the text, when long and with nothing escaped in it, is first left
+/// out of what serde reads: its end is found by looking for its closing quote alone (the
+/// text is valid JSON), not by checking each of its characters. When it turns out to be a
+/// member of the structured content, it is the one moved; anywhere else, the whole text is
+/// read.
 fn read_borrowing(text: &str) -> serde_json::Result<Borrowed> {
+    if let Some(long) = longest_unescaped_string(text).filter(|r| r.len() >= MOVED_STRING_BYTES) {
+        let mut rest = String::with_capacity(text.len() - long.len());
+        rest.push_str(&text[..long.start]);
+        rest.push_str(&text[long.end..]);
+        let read = read_text(&rest, Some(&long));
+        if let Ok(read) = read
+            && read.moved.as_ref().is_some_and(|(_, moved)| *moved == long)
+        {
+            return Ok(read);
+        }
+    }
+    read_text(text, None)
+}
+
+/// Reads `text`; `left_out`, when given, is where a string's characters were in the text
+/// this one was made from by leaving them out (its quotes kept).
+fn read_text(text: &str, left_out: Option<&Range<usize>>) -> serde_json::Result<Borrowed> {
     let mut deserializer = serde_json::Deserializer::from_str(text);
-    let read = deserializer.deserialize_map(ResultVisitor { text })?;
+    let read = deserializer.deserialize_map(ResultVisitor { text, left_out })?;
     deserializer.end()?;
     Ok(read)
 }
 
+/// Where the characters of the longest string with nothing escaped in it are, in `text`,
+/// valid JSON: outside strings it holds no quote or backslash, so each quote found opens
+/// a string, which ends at the next quote not escaped.
+fn longest_unescaped_string(text: &str) -> Option<Range<usize>> {
+    let bytes = text.as_bytes();
+    let mut longest: Option<Range<usize>> = None;
+    let mut at = 0;
+    while let Some(open) = memchr::memchr(b'"', &bytes[at..]) {
+        let start = at + open + 1;
+        let mut escaped = false;
+        let mut next = start;
+        let end = loop {
+            let found = memchr::memchr2(b'"', b'\\', bytes.get(next..)?)?;
+            if bytes[next + found] == b'\\' {
+                escaped = true;
+                next += found + 2;
+            } else {
+                break next + found;
+            }
+        };
+        if !escaped && longest.as_ref().is_none_or(|l| end - start > l.len()) {
+            longest = Some(start..end);
+        }
+        at = end + 1;
+    }
+    longest
+}
+
 struct ResultVisitor<'t> {
     text: &'t str,
+    left_out: Option<&'t Range<usize>>,
 }
 
 impl<'de> Visitor<'de> for ResultVisitor<'_> {
@@ -105,7 +157,10 @@ impl<'de> Visitor<'de> for ResultVisitor<'_> {
             match key.as_ref() {
                 "content" if content.is_none() => content = Some(map.next_value()?),
                 "structuredContent" if structured.is_none() => {
-                    let read = map.next_value_seed(StructuredSeed { text: self.text })?;
+                    let read = map.next_value_seed(StructuredSeed {
+                        text: self.text,
+                        left_out: self.left_out,
+                    })?;
                     structured = Some(read.map(|(members, m)| {
                         moved = m;
                         members
@@ -133,6 +188,8 @@ impl<'de> Visitor<'de> for ResultVisitor<'_> {
 /// unescaped string among them set aside, by its place in the text).
 struct StructuredSeed<'t> {
     text: &'t str,
+    /// See [`read_text`]: when given, only the string left out is set aside.
+    left_out: Option<&'t Range<usize>>,
 }
 
 type Members = (Map<String, Value>, Option<(String, Range<usize>)>);
@@ -185,6 +242,11 @@ impl StructuredSeed<'_> {
     /// Where the characters of `member` (a slice of the text) are in the text, when it is
     /// a long string with nothing escaped.
     fn movable(&self, member: &str) -> Option<Range<usize>> {
+        if let Some(left_out) = self.left_out {
+            // Its quotes were kept: `""`, where the string began.
+            let at = member.as_ptr() as usize - self.text.as_ptr() as usize;
+            return (member == "\"\"" && at + 1 == left_out.start).then(|| left_out.clone());
+        }
         let inner = member.strip_prefix('"')?.strip_suffix('"')?;
         if inner.len() < MOVED_STRING_BYTES || memchr::memchr(b'\\', inner.as_bytes()).is_some() {
             return None;
@@ -234,6 +296,28 @@ mod tests {
             r#"{{"structuredContent":{{"a":"{escaped}","b":{{"c":"{}"}}}}}}"#,
             long('C')
         );
+        assert_eq!(
+            CallToolResult::from_raw(raw(text.clone())).expect("a result"),
+            serde_json::from_str::<CallToolResult>(&text).expect("a result")
+        );
+    }
+
+    #[test]
+    fn the_longest_string_is_found_past_escaped_quotes_and_backslashes() {
+        let text = r#"{"a":"x\"yyyyyyyyyy","b\\":"zzz","c":["wwwww"]}"#;
+        let longest = longest_unescaped_string(text).expect("a string");
+        assert_eq!(&text[longest], "wwwww");
+        assert_eq!(longest_unescaped_string(r#"{"a":"unterminated}"#), None);
+        assert_eq!(longest_unescaped_string("[1,2]"), None);
+    }
+
+    #[test]
+    fn a_long_string_outside_the_structured_content_stays_where_it_is() {
+        let text = json!({
+            "content": [{"type": "text", "text": long('J')}],
+            "structuredContent": {"size": 1},
+        })
+        .to_string();
         assert_eq!(
             CallToolResult::from_raw(raw(text.clone())).expect("a result"),
             serde_json::from_str::<CallToolResult>(&text).expect("a result")

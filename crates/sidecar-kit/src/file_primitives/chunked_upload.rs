@@ -106,7 +106,7 @@ pub(super) fn put_sample_chunk(
         .optional_u64("offset")?
         .ok_or_else(|| bad("the argument offset is missing", "pass the chunk's offset"))?;
     let content = args.string("content_base64")?;
-    store_chunk_in_turn(id, offset, content, ctx, limits)
+    store_chunk_in_turn(id, offset, content.as_bytes(), ctx, limits)
 }
 
 /// [`put_sample_chunk`], its arguments read straight from the request.
@@ -118,7 +118,7 @@ pub(super) fn put_chunk(
     store_chunk_in_turn(
         chunk.upload_id,
         chunk.offset,
-        &chunk.content_base64,
+        chunk.content_base64,
         ctx,
         limits,
     )
@@ -128,7 +128,7 @@ pub(super) fn put_chunk(
 fn store_chunk_in_turn(
     id: u64,
     offset: u64,
-    content: &str,
+    content: &[u8],
     ctx: &ToolContext,
     limits: &TransferLimits,
 ) -> ToolResult {

@@ -117,7 +117,7 @@ impl Server {
         cancellation: Cancellation,
         expected: Option<&str>,
     ) -> Result<Vec<u8>, (String, Vec<u8>)> {
-        let Some(call) = ToolCall::read(params.get(), self.chunk_tool()) else {
+        let Some(call) = ToolCall::read(params, self.chunk_tool()) else {
             return Ok(invalid_call_params(id));
         };
         let name = call.name().to_owned();
