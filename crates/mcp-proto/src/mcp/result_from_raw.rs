@@ -89,8 +89,7 @@ fn read_borrowing(text: &str) -> serde_json::Result<Borrowed> {
         let mut rest = String::with_capacity(text.len() - long.len());
         rest.push_str(&text[..long.start]);
         rest.push_str(&text[long.end..]);
-        let read = read_text(&rest, Some(&long));
-        if let Ok(read) = read
+        if let Ok(read) = read_text(&rest, Some(&long))
             && read.moved.as_ref().is_some_and(|(_, moved)| *moved == long)
         {
             return Ok(read);
