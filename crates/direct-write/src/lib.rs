@@ -7,7 +7,17 @@ use std::path::Path;
 
 /// The alignment of a direct write's buffer, length and file offset: 4096 bytes covers
 /// the logical block size of every common device.
-const ALIGN: usize = 4096;
+///
+/// Bytes handed to [`DirectWriter::write_all`] at an address aligned to this are written
+/// straight from where they are, whole multiples of it at a time, instead of being copied
+/// into the writer's block first.
+///
+/// ```
+/// let mut buffer = vec![0u8; 3 * maljan_direct_write::ALIGN];
+/// let start = buffer.as_ptr().align_offset(maljan_direct_write::ALIGN);
+/// assert!(start < maljan_direct_write::ALIGN);
+/// ```
+pub const ALIGN: usize = 4096;
 
 /// Bytes gathered before each direct write: larger blocks wrote no faster, for more memory.
 pub const BLOCK_BYTES: usize = 1024 * 1024;
@@ -88,8 +98,26 @@ impl DirectWriter {
         self.len() == 0
     }
 
-    /// Appends `bytes`: each block filled is written at once.
+    /// Appends `bytes`: each block filled is written at once. When nothing is gathered and
+    /// `bytes` starts at an address aligned to [`ALIGN`], its whole multiples of [`ALIGN`]
+    /// are written at once, straight from `bytes`.
+    ///
+    /// ```
+    /// use maljan_direct_write::{ALIGN, DirectWriter};
+    /// let dir = tempfile::tempdir()?;
+    /// let path = dir.path().join("a");
+    /// let mut writer = DirectWriter::create(&path)?;
+    /// let mut buffer = vec![7u8; 3 * ALIGN];
+    /// let start = buffer.as_ptr().align_offset(ALIGN);
+    /// writer.write_all(&buffer[start..start + ALIGN + 10])?;
+    /// assert_eq!(writer.finish()?, ALIGN as u64 + 10);
+    /// assert_eq!(std::fs::read(&path)?, [7; ALIGN + 10]);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn write_all(&mut self, mut bytes: &[u8]) -> io::Result<()> {
+        if self.direct && self.block.len == 0 {
+            bytes = self.write_straight(bytes)?;
+        }
         if !self.direct {
             return self.write_buffered(bytes);
         }
@@ -133,6 +161,31 @@ impl DirectWriter {
         self.write_gathered_buffered()?;
         self.file.sync_all()?;
         Ok((self.written, self.file))
+    }
+
+    /// Writes the whole multiples of [`ALIGN`] at the start of `bytes` direct, from where
+    /// they are, when `bytes` starts at an aligned address (a file chunk decoded there,
+    /// say): the copy into the block costs as much as a pass over the bytes. Returns what is
+    /// left to gather; when the filesystem refuses the write, direct writes are off and
+    /// every byte is left.
+    fn write_straight<'a>(&mut self, bytes: &'a [u8]) -> io::Result<&'a [u8]> {
+        let whole = bytes.len() / ALIGN * ALIGN;
+        if whole == 0 || bytes.as_ptr().align_offset(ALIGN) != 0 {
+            return Ok(bytes);
+        }
+        match self.file.write_all_at(&bytes[..whole], self.written) {
+            Ok(()) => {
+                self.written += whole as u64;
+                Ok(&bytes[whole..])
+            }
+            // As in `write_block`: what was written at this offset is written again.
+            Err(e) if e.kind() == io::ErrorKind::InvalidInput => {
+                set_direct(&self.file, false)?;
+                self.direct = false;
+                Ok(bytes)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Writes the full block direct, or, when the filesystem refuses direct writes, through
@@ -254,10 +307,34 @@ mod tests {
             .collect()
     }
 
+    /// `bytes` copied to an address aligned to [`ALIGN`], inside a larger vector.
+    fn aligned_copy(bytes: &[u8]) -> (Vec<u8>, usize) {
+        let mut storage = vec![0u8; bytes.len() + ALIGN];
+        let start = storage.as_ptr().align_offset(ALIGN);
+        storage[start..start + bytes.len()].copy_from_slice(bytes);
+        (storage, start)
+    }
+
     fn write_in_pieces(writer: &mut DirectWriter, pieces: &[Vec<u8>]) -> Vec<u8> {
+        write_in_pieces_placed(writer, pieces, false)
+    }
+
+    /// Writes each piece, from an aligned address when `aligned`.
+    fn write_in_pieces_placed(
+        writer: &mut DirectWriter,
+        pieces: &[Vec<u8>],
+        aligned: bool,
+    ) -> Vec<u8> {
         let mut expected = Vec::new();
         for piece in pieces {
-            writer.write_all(piece).expect("written");
+            if aligned {
+                let (storage, start) = aligned_copy(piece);
+                writer
+                    .write_all(&storage[start..start + piece.len()])
+                    .expect("written");
+            } else {
+                writer.write_all(piece).expect("written");
+            }
             expected.extend_from_slice(piece);
             assert_eq!(writer.len(), expected.len() as u64);
         }
@@ -279,7 +356,11 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(24))]
 
         #[test]
-        fn the_file_holds_every_byte_written_in_order(pieces in any_pieces(), buffered in any::<bool>()) {
+        fn the_file_holds_every_byte_written_in_order(
+            pieces in any_pieces(),
+            buffered in any::<bool>(),
+            aligned in any::<bool>(),
+        ) {
             let dir = tempfile::tempdir().expect("temp dir");
             let path = dir.path().join("out");
             let mut writer = DirectWriter::create(&path).expect("created");
@@ -287,7 +368,7 @@ mod tests {
                 set_direct(&writer.file, false).expect("direct I/O off");
                 writer.direct = false;
             }
-            let expected = write_in_pieces(&mut writer, &pieces);
+            let expected = write_in_pieces_placed(&mut writer, &pieces, aligned);
             prop_assert_eq!(writer.finish().expect("finished"), expected.len() as u64);
             let read = std::fs::read(&path).expect("read");
             prop_assert_eq!(read.len(), expected.len());
@@ -312,6 +393,33 @@ mod tests {
         let expected = write_in_pieces(&mut writer, &pieces);
         assert!(!writer.is_direct(), "the refusal turned direct writes off");
         assert_eq!(writer.finish().expect("finished"), expected.len() as u64);
+        assert!(std::fs::read(&path).expect("read") == expected);
+    }
+
+    #[test]
+    fn aligned_bytes_go_out_at_once_in_whole_multiples_of_the_alignment() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("out");
+        let mut writer = DirectWriter::create(&path).expect("created");
+        if !writer.is_direct() {
+            eprintln!("this filesystem takes no direct writes: nothing goes straight");
+            return;
+        }
+        let bytes = pattern(5 * ALIGN + 10, 4);
+        let (storage, start) = aligned_copy(&bytes);
+        writer
+            .write_all(&storage[start..start + bytes.len()])
+            .expect("written");
+        let on_disk = std::fs::metadata(&path).expect("metadata").len();
+        assert_eq!(
+            on_disk,
+            5 * ALIGN as u64,
+            "less than a block, on disk at once"
+        );
+        writer.write_all(&bytes[..7]).expect("written");
+        assert_eq!(writer.finish().expect("finished"), bytes.len() as u64 + 7);
+        let mut expected = bytes.clone();
+        expected.extend_from_slice(&bytes[..7]);
         assert!(std::fs::read(&path).expect("read") == expected);
     }
 

@@ -4,9 +4,9 @@
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use maljan_direct_write::DirectWriter;
+use base64::{DecodeSliceError, Engine};
+use maljan_direct_write::{ALIGN, DirectWriter};
 use maljan_mcp_proto::maljan::ToolFailure;
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -133,11 +133,7 @@ fn store_chunk_in_turn(
     limits: &TransferLimits,
 ) -> ToolResult {
     let turn_wait = limits.turn_wait;
-    let mut decoded = LARGE_BUFFERS.take(content.len() / 4 * 3 + 3);
-    let decoded = match STANDARD.decode_vec(content, &mut decoded) {
-        Ok(()) => Ok(decoded),
-        Err(e) => Err(format!("content_base64 is not base64: {e}")),
-    };
+    let decoded = DecodedChunk::decode(content);
     let job = &ctx.job;
     let deadline = Instant::now() + turn_wait;
     let mut uploads = lock(&job.uploads);
@@ -234,13 +230,46 @@ fn store_chunk_in_turn(
     outcome
 }
 
+/// A chunk's bytes, decoded into a kept buffer at an address aligned for a direct write:
+/// the upload's file then takes them as they are, without copying them into its block.
+struct DecodedChunk {
+    buffer: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl DecodedChunk {
+    fn decode(content: &[u8]) -> Result<Self, String> {
+        let room = base64::decoded_len_estimate(content.len());
+        let mut buffer = LARGE_BUFFERS.take(room + ALIGN);
+        buffer.resize(room + ALIGN, 0);
+        // `align_offset` may answer "cannot": the chunk is then decoded unaligned, and copied.
+        let start = buffer.as_ptr().align_offset(ALIGN).min(ALIGN);
+        match STANDARD.decode_slice(content, &mut buffer[start..start + room]) {
+            Ok(len) => Ok(DecodedChunk { buffer, start, len }),
+            Err(DecodeSliceError::DecodeError(e)) => {
+                Err(format!("content_base64 is not base64: {e}"))
+            }
+            // The room is the decoder's own estimate: never too small.
+            Err(e @ DecodeSliceError::OutputSliceTooSmall) => {
+                Err(format!("content_base64 could not be decoded: {e}"))
+            }
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.buffer[self.start..self.start + self.len]
+    }
+}
+
 /// Stores the chunk in turn: the bytes received so far after it, or why it was refused.
 fn store_chunk(
     upload: &mut Upload,
     id: u64,
-    decoded: Result<Vec<u8>, String>,
+    decoded: Result<DecodedChunk, String>,
 ) -> Result<u64, String> {
-    let bytes = decoded?;
+    let chunk = decoded?;
+    let bytes = chunk.bytes();
     if upload.received + bytes.len() as u64 > upload.size {
         return Err(format!(
             "a chunk of {} bytes at offset {} would pass the size {} announced",
@@ -251,11 +280,11 @@ fn store_chunk(
     }
     upload
         .file
-        .write_all(&bytes)
+        .write_all(bytes)
         .map_err(|e| format!("writing upload {id}: {e}"))?;
-    upload.hasher.update(&bytes);
+    upload.hasher.update(bytes);
     upload.received += bytes.len() as u64;
-    LARGE_BUFFERS.give(bytes);
+    LARGE_BUFFERS.give(chunk.buffer);
     Ok(upload.received)
 }
 
