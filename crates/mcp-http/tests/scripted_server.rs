@@ -299,6 +299,55 @@ async fn an_sse_event_over_the_bound_is_refused_and_the_response_still_read() {
     assert_eq!(http.counts().oversized, 1);
 }
 
+/// A JSON reply whose result holds a string of `len` bytes: long enough, past 1 MiB, to be
+/// read by a task of its own.
+fn long_json_reply(seen: &Seen, len: usize) -> Response {
+    let long: String = (0..len)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect();
+    json_reply(json!({"jsonrpc": "2.0", "id": request_id(seen), "result": {"long": long}}))
+}
+
+#[tokio::test]
+async fn a_long_json_reply_is_read_whole_by_calls_in_flight_together() {
+    let (url, _) = serve(|s, i| long_json_reply(s, (3 << 20) + i)).await;
+    let (http, _) = connect(&url);
+    let calls = (0..3).map(|_| http.request(http.next_id(), "tools/call", None));
+    let mut lengths: Vec<usize> = futures_util::future::join_all(calls)
+        .await
+        .into_iter()
+        .map(|reply| {
+            let result = result_of(reply.expect("answered"));
+            let long = result["long"].as_str().expect("the string");
+            assert!(
+                long.bytes()
+                    .enumerate()
+                    .all(|(i, b)| b == b'a' + (i % 26) as u8)
+            );
+            long.len()
+        })
+        .collect();
+    lengths.sort_unstable();
+    assert_eq!(lengths, [3 << 20, (3 << 20) + 1, (3 << 20) + 2]);
+}
+
+#[tokio::test]
+async fn a_long_json_reply_over_the_bound_is_refused_and_counted() {
+    let (url, _) = serve(|s, _| long_json_reply(s, 3 << 20)).await;
+    let mut config = HttpConfig::new("scripted", &url);
+    config.max_event_bytes = 2 << 20;
+    let http = HttpTransport::new(config).expect("a connection");
+    let refused = http
+        .request(http.next_id(), "tools/call", None)
+        .await
+        .expect_err("over the bound");
+    assert!(
+        refused.to_string().contains("over the 2097152-byte bound"),
+        "{refused}"
+    );
+    assert_eq!(http.counts().oversized, 1);
+}
+
 #[tokio::test]
 async fn an_invalid_answer_naming_the_request_fails_it_at_once() {
     let (url, _) = serve(|s, _| {

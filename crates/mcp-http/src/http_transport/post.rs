@@ -6,7 +6,7 @@ use maljan_mcp_proto::json_writer::request_line;
 use maljan_mcp_proto::jsonrpc::{
     DecodedLine, ErrorResponse, Message, Notification, Reply, Request, RequestId, decode_line,
 };
-use maljan_mcp_proto::large_buffers::LARGE_BUFFERS;
+use maljan_mcp_proto::large_buffers::{LARGE_BUFFERS, MIN_KEPT_BYTES};
 use maljan_mcp_proto::mcp::{ProtocolVersion, headers, methods};
 use reqwest::header::{ACCEPT, CONTENT_TYPE};
 use serde_json::Value;
@@ -250,6 +250,7 @@ impl HttpTransport {
         let response = self
             .send_authorized(|| self.post_as(body.clone(), modern))
             .await?;
+        give_back(body);
         if gateway_busy(response.status().as_u16()) {
             return self.check_status(response, None).await;
         }
@@ -276,6 +277,7 @@ impl HttpTransport {
         }
     }
 
+    /// Reads a JSON reply's body, refused past the configured bound.
     pub(super) async fn read_body(
         &self,
         response: reqwest::Response,
@@ -287,17 +289,33 @@ impl HttpTransport {
         let stated = response
             .content_length()
             .map_or(0, |len| len.min(max as u64) as usize);
-        let mut body = LARGE_BUFFERS.take(stated);
-        let mut stream = response.bytes_stream();
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| self.unreachable(e))?;
-            if body.len() + chunk.len() > max {
+        // Taken here, on the caller's thread, rather than in the task that fills it: the
+        // buffers of one transfer then come from one thread's part of the allocator's
+        // memory, not from a part for each thread that happens to read a body (glibc's
+        // malloc keeps each part's freed chunk buffers resident).
+        let body = LARGE_BUFFERS.take(stated);
+        let read = if stated >= MIN_KEPT_BYTES {
+            // A long body (a file chunk's answer) is read by a task of its own, which the
+            // connection's task wakes on its own thread for each piece: the caller is woken
+            // once, for the whole body, rather than once a piece from another thread.
+            let task = tokio::spawn(collect_body(response, body, max));
+            let _stop_if_dropped = AbortOnDrop(task.abort_handle());
+            task.await.unwrap_or_else(|e| match e.try_into_panic() {
+                Ok(panic) => std::panic::resume_unwind(panic),
+                // Cancelled: the runtime is shutting down.
+                Err(_) => Err(BodyProblem::Stopped),
+            })
+        } else {
+            collect_body(response, body, max).await
+        };
+        read.map_err(|problem| match problem {
+            BodyProblem::Unreachable(e) => self.unreachable(e),
+            BodyProblem::OverBound => {
                 lock(&self.state.counts).oversized += 1;
-                return Err(self.bad_reply(ReplyProblem::OverBound(max)));
+                self.bad_reply(ReplyProblem::OverBound(max))
             }
-            body.extend_from_slice(&chunk);
-        }
-        Ok(body)
+            BodyProblem::Stopped => self.stream_ended(crate::StreamEnd::Closed),
+        })
     }
 
     /// Sends a notification; the server answers 202 Accepted. Once
@@ -331,5 +349,51 @@ impl HttpTransport {
         let body = bytes::Bytes::from(body);
         let response = self.send_authorized(|| self.post(body.clone())).await?;
         self.check_status(response, sent_session.as_deref()).await
+    }
+}
+
+/// Why a body was not read whole.
+enum BodyProblem {
+    Unreachable(reqwest::Error),
+    OverBound,
+    /// The task reading it was cancelled.
+    Stopped,
+}
+
+/// Stops a task when the caller waiting for it is dropped (a call given up on), so that a
+/// body nobody waits for is not read on.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Reads a body of up to `max` bytes into `body`.
+async fn collect_body(
+    response: reqwest::Response,
+    mut body: Vec<u8>,
+    max: usize,
+) -> Result<Vec<u8>, BodyProblem> {
+    let mut stream = response.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(BodyProblem::Unreachable)?;
+        if body.len() + chunk.len() > max {
+            return Err(BodyProblem::OverBound);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// Gives a sent request's buffer back to [`LARGE_BUFFERS`] when it is large and nothing
+/// holds it any more (the request was sent whole before its response came): the next file
+/// chunk's request is written into it rather than into a new one.
+fn give_back(body: bytes::Bytes) {
+    if body.len() >= MIN_KEPT_BYTES
+        && let Ok(buffer) = body.try_into_mut()
+    {
+        LARGE_BUFFERS.give(buffer.into());
     }
 }
