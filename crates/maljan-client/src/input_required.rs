@@ -192,7 +192,11 @@ mod tests {
     }
 
     fn raw(value: Value) -> Reply {
-        Reply::Result(serde_json::value::to_raw_value(&value).expect("JSON"))
+        Reply::Result(
+            serde_json::value::to_raw_value(&value)
+                .expect("JSON")
+                .into(),
+        )
     }
 
     const ASK: &str = "elicitation/create";

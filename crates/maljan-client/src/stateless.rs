@@ -153,7 +153,7 @@ mod tests {
 
     fn input(text: &str) -> InputRequired {
         let raw = serde_json::value::RawValue::from_string(text.to_owned()).unwrap();
-        match read_result_kind(&raw).unwrap() {
+        match read_result_kind(&raw.into()).unwrap() {
             ResultKind::InputRequired(input) => input,
             other => panic!("not input_required: {other:?}"),
         }

@@ -5,11 +5,10 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use maljan_mcp_proto::jsonrpc::Reply;
+use maljan_mcp_proto::jsonrpc::{RawJson, Reply};
 use maljan_mcp_proto::maljan::{ErrorCode, ToolAnswer, ToolFailure};
 use maljan_mcp_proto::mcp::{CallToolParams, CallToolResult, ParamHeaders, methods};
 use maljan_mcp_transport::OutgoingRequest;
-use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::call::{CallService, CallTrace, ToolCall, not_an_object};
@@ -93,7 +92,7 @@ impl<R: RequestService> ToolCalls<R> {
 
     /// A tool's result, read by Maljan's rules; a file chunk's base64 is moved out of the
     /// raw result, not copied.
-    fn read_result(&self, tool: &str, raw: Box<RawValue>) -> ToolAnswer {
+    fn read_result(&self, tool: &str, raw: RawJson) -> ToolAnswer {
         match CallToolResult::from_raw(raw) {
             Ok(result) => ToolAnswer::from_result(result),
             Err(e) => ToolAnswer::failed(ToolFailure::new(
@@ -212,8 +211,10 @@ mod tests {
         )
     }
 
-    fn raw(value: Value) -> Box<serde_json::value::RawValue> {
-        serde_json::value::to_raw_value(&value).expect("JSON")
+    fn raw(value: Value) -> RawJson {
+        serde_json::value::to_raw_value(&value)
+            .expect("JSON")
+            .into()
     }
 
     fn params_of(

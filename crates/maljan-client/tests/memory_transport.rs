@@ -7,8 +7,10 @@ use maljan_mcp_proto::mcp::ProtocolVersion;
 use maljan_mcp_transport::memory::{self, MemoryPeer};
 use serde_json::{Value, json};
 
-fn raw(value: Value) -> Box<serde_json::value::RawValue> {
-    serde_json::value::to_raw_value(&value).expect("JSON")
+fn raw(value: Value) -> maljan_mcp_proto::jsonrpc::RawJson {
+    serde_json::value::to_raw_value(&value)
+        .expect("JSON")
+        .into()
 }
 
 /// Plays a server with one tool, `echo`, until the client closes.

@@ -112,7 +112,7 @@ mod tests {
 
     fn reply(text: &str) -> Answer {
         let json = serde_json::to_string(text).unwrap();
-        Ok(Reply::Result(RawValue::from_string(json).unwrap()))
+        Ok(Reply::Result(RawValue::from_string(json).unwrap().into()))
     }
 
     fn text(end: Option<WaitEnd>) -> String {

@@ -1,11 +1,12 @@
 //! Entry points for fuzzing and for replaying fuzz corpora in tests: each takes raw bytes
 //! and panics when an invariant breaks.
 
-use crate::jsonrpc::{DecodedLine, Message, decode_line};
+use crate::jsonrpc::{DecodedLine, Message, decode_line, decode_line_buffer};
 
 /// Decodes `data` as a line (batches allowed when its length is odd, to reach both paths)
 /// and checks that every valid message re-encodes to a line that decodes to the same
-/// message, and that every refusal has a reason.
+/// message, that every refusal has a reason, and that decoding the line in its own buffer
+/// ([`decode_line_buffer`]) comes to the same outcome.
 ///
 /// ```
 /// maljan_mcp_proto::fuzzing::decode_and_reencode(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
@@ -13,7 +14,13 @@ use crate::jsonrpc::{DecodedLine, Message, decode_line};
 /// ```
 pub fn decode_and_reencode(data: &[u8]) {
     let allow_batch = data.len() % 2 == 1;
-    match decode_line(data, allow_batch) {
+    let decoded = decode_line(data, allow_batch);
+    assert_eq!(
+        format!("{:?}", decode_line_buffer(data.to_vec(), allow_batch)),
+        format!("{decoded:?}"),
+        "decoding in the line's buffer came to another outcome"
+    );
+    match decoded {
         DecodedLine::Message(message) => check_round_trip(&message),
         DecodedLine::Batch(messages) => {
             assert!(!messages.is_empty(), "an empty batch was accepted");

@@ -3,7 +3,7 @@
 
 use maljan_mcp_proto::jsonrpc::{
     DecodedLine, ErrorObject, ErrorResponse, InvalidReason, JsonKind, Message, Notification,
-    Request, RequestId, Response, decode_line,
+    RawJson, Request, RequestId, Response, decode_line, decode_line_buffer,
 };
 use proptest::prelude::*;
 use serde_json::value::RawValue;
@@ -212,7 +212,7 @@ fn message() -> impl Strategy<Value = Message> {
         (request_id(), json_value()).prop_map(|(id, result)| {
             Message::Response(Response {
                 id,
-                result: raw(&result),
+                result: RawJson::from(raw(&result)),
             })
         }),
         (
@@ -254,6 +254,24 @@ proptest! {
         object.remove("jsonrpc");
         let line = Value::Object(object).to_string();
         prop_assert!(matches!(decode_line(line.as_bytes(), false), DecodedLine::NotProtocol));
+    }
+
+    #[test]
+    fn a_line_decodes_alike_in_its_own_buffer(
+        message in message(),
+        lead in "[ \t]{0,2}",
+        flips in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..3),
+        allow_batch in any::<bool>(),
+    ) {
+        let mut line = format!("{lead}{}", message.to_json()).into_bytes();
+        for (at, byte) in flips {
+            let i = at.index(line.len());
+            line[i] = byte;
+        }
+        prop_assert_eq!(
+            format!("{:?}", decode_line_buffer(line.clone(), allow_batch)),
+            format!("{:?}", decode_line(&line, allow_batch))
+        );
     }
 
     #[test]

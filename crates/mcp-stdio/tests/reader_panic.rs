@@ -3,11 +3,11 @@
 
 use std::time::Duration;
 
+use maljan_mcp_proto::jsonrpc::RawJson;
 use maljan_mcp_stdio::{LostBecause, StdioConfig, StdioError, StdioTransport};
-use serde_json::value::RawValue;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-fn panicking_end_of_setup(_: &RawValue) -> bool {
+fn panicking_end_of_setup(_: &RawJson) -> bool {
     panic!("a callback with a bug")
 }
 

@@ -313,7 +313,11 @@ mod tests {
     use super::*;
 
     fn empty() -> Reply {
-        Reply::Result(serde_json::value::to_raw_value(&serde_json::json!({})).expect("JSON"))
+        Reply::Result(
+            serde_json::value::to_raw_value(&serde_json::json!({}))
+                .expect("JSON")
+                .into(),
+        )
     }
 
     async fn request_id(peer: &mut MemoryPeer) -> RequestId {

@@ -9,10 +9,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use maljan_mcp_proto::jsonrpc::{Notification, Reply, RequestId};
+use maljan_mcp_proto::jsonrpc::{Notification, RawJson, Reply, RequestId};
 use maljan_mcp_proto::mcp::ProtocolVersion;
 use serde_json::Value;
-use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 
 use crate::failure::TransportFailure;
@@ -25,7 +24,7 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// Decides, from a response's result, whether it ends the setup window (the last page of
 /// `tools/list`, say). A transport that salvages messages during setup closes the window
 /// before it reads anything after that response; the others ignore it.
-pub type EndsSetup = fn(&RawValue) -> bool;
+pub type EndsSetup = fn(&RawJson) -> bool;
 
 /// A request on its way out: its method and params.
 ///

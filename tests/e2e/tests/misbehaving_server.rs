@@ -251,7 +251,7 @@ async fn on_a_current_thread_runtime_stdout_is_read_by_a_task() {
 }
 
 /// A setup request's `ends_setup` callback runs on the reader: this one panics.
-fn panicking_end_of_setup(_: &serde_json::value::RawValue) -> bool {
+fn panicking_end_of_setup(_: &maljan_mcp_proto::jsonrpc::RawJson) -> bool {
     panic!("a callback with a bug")
 }
 

@@ -20,8 +20,10 @@ use maljan_mcp_transport::BoxFuture;
 use maljan_mcp_transport::memory::{self, MemoryPeer};
 use serde_json::{Value, json};
 
-fn raw(value: Value) -> Box<serde_json::value::RawValue> {
-    serde_json::value::to_raw_value(&value).expect("JSON")
+fn raw(value: Value) -> maljan_mcp_proto::jsonrpc::RawJson {
+    serde_json::value::to_raw_value(&value)
+        .expect("JSON")
+        .into()
 }
 
 fn tools_of(server: &str) -> &'static [&'static str] {

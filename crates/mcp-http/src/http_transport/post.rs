@@ -227,9 +227,9 @@ impl HttpTransport {
             self.read_stream(response, &mut wait).await
         } else if content_type.starts_with("application/json") {
             let body = self.read_body(response).await?;
-            let handled = self.handle_line(&body).await;
-            LARGE_BUFFERS.give(body);
-            handled?;
+            // A result stays in the body's buffer: whoever reads a file chunk's answer gives
+            // the buffer back to LARGE_BUFFERS with the base64 string it has become.
+            self.handle_body(body).await?;
             match wait.try_take() {
                 Some(end) => self.ended(end),
                 None => Err(self.bad_reply(ReplyProblem::NoResponse)),

@@ -8,6 +8,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use maljan_mcp_proto::jsonrpc::{
     DecodedLine, ErrorResponse, Message, Reply, Request, RequestId, Response, decode_line,
+    decode_line_buffer,
 };
 
 use super::{HttpTransport, MAX_RESUMES, MAX_RETRY_DELAY, lock};
@@ -109,7 +110,20 @@ impl HttpTransport {
     /// waiting under its id (an answer to none is counted and dropped), notifications to the
     /// receiver, the server's requests are answered.
     pub(super) async fn handle_line(&self, line: &[u8]) -> Result<(), HttpError> {
-        let messages = match decode_line(line, true) {
+        let blank = line.iter().all(u8::is_ascii_whitespace);
+        self.handle_decoded(decode_line(line, true), blank).await
+    }
+
+    /// Reads a JSON reply's body as [`handle_line`](Self::handle_line) reads a line, its
+    /// result kept in the body's own buffer: a file chunk's answer is not copied.
+    pub(super) async fn handle_body(&self, body: Vec<u8>) -> Result<(), HttpError> {
+        let blank = body.iter().all(u8::is_ascii_whitespace);
+        self.handle_decoded(decode_line_buffer(body, true), blank)
+            .await
+    }
+
+    async fn handle_decoded(&self, decoded: DecodedLine, blank: bool) -> Result<(), HttpError> {
+        let messages = match decoded {
             DecodedLine::Message(m) => vec![m],
             DecodedLine::Batch(ms) => ms,
             DecodedLine::Invalid(invalid) => {
@@ -134,7 +148,7 @@ impl HttpTransport {
                 return Ok(());
             }
             DecodedLine::NotProtocol => {
-                if line.iter().all(u8::is_ascii_whitespace) {
+                if blank {
                     return Ok(());
                 }
                 return Err(self.bad_reply(ReplyProblem::NotJsonRpc));

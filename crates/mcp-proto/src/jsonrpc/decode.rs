@@ -8,7 +8,7 @@ use serde_json::value::RawValue;
 
 use super::{
     ErrorObject, ErrorResponse, InvalidMessage, InvalidReason, JsonKind, Message, Notification,
-    Request, RequestId, Response,
+    RawJson, Request, RequestId, Response,
 };
 
 /// What one line of JSON-RPC traffic turned out to be.
@@ -56,9 +56,55 @@ fn mentions_jsonrpc(line: &[u8]) -> bool {
     memchr::memmem::find(line, b"\"jsonrpc\"").is_some()
 }
 
+/// Decodes and validates one line (without its line ending) as [`decode_line`] does, to
+/// the same outcome, but a response's result is kept in `line`'s own buffer instead of a
+/// copy of it (see [`RawJson`]): a file chunk's answer of several MiB is not copied, nor
+/// allocated again. A batch's results, and a line that is not UTF-8, are copied as by
+/// [`decode_line`].
+///
+/// ```
+/// use maljan_mcp_proto::jsonrpc::{decode_line_buffer, DecodedLine, Message};
+/// let line = br#"{"jsonrpc":"2.0","id":1,"result":{"ok":true}}"#.to_vec();
+/// let DecodedLine::Message(Message::Response(response)) = decode_line_buffer(line, false)
+/// else { panic!() };
+/// assert_eq!(response.result.get(), r#"{"ok":true}"#);
+/// ```
+pub fn decode_line_buffer(line: Vec<u8>, allow_batch: bool) -> DecodedLine {
+    let text = match String::from_utf8(line) {
+        Ok(text) => text,
+        Err(not_utf8) => return decode_line(not_utf8.as_bytes(), allow_batch),
+    };
+    let start = text.bytes().position(|b| !b.is_ascii_whitespace());
+    if start.map(|i| text.as_bytes()[i]) != Some(b'{') {
+        return decode_line(text.as_bytes(), allow_batch);
+    }
+    let mut result_at = None;
+    let mut decoded = decode_object(serde_json::from_str(&text), text.as_bytes(), |result| {
+        // The result is a slice of `text`: its place there, from the two addresses.
+        let start = result.get().as_ptr() as usize - text.as_ptr() as usize;
+        result_at = Some(start..start + result.get().len());
+        RawJson::within(String::new(), 0..0)
+    });
+    if let (DecodedLine::Message(Message::Response(response)), Some(range)) =
+        (&mut decoded, result_at)
+    {
+        response.result = RawJson::within(text, range);
+    }
+    decoded
+}
+
 fn decode_object_line(line: &[u8]) -> DecodedLine {
-    match serde_json::from_slice::<RawFields<'_>>(line) {
-        Ok(fields) => match fields.into_message() {
+    decode_object(serde_json::from_slice(line), line, RawJson::copied)
+}
+
+/// Validates an object line parsed into `parsed`; `keep_result` keeps a response's result.
+fn decode_object<'a>(
+    parsed: serde_json::Result<RawFields<'a>>,
+    line: &[u8],
+    keep_result: impl FnOnce(&'a RawValue) -> RawJson,
+) -> DecodedLine {
+    match parsed {
+        Ok(fields) => match fields.into_message(keep_result) {
             Some(Ok(message)) => DecodedLine::Message(message),
             Some(Err(invalid)) => DecodedLine::Invalid(invalid),
             None => DecodedLine::NotProtocol,
@@ -96,7 +142,7 @@ fn decode_batch_line(line: &[u8], allow_batch: bool) -> DecodedLine {
     }
     let mut messages = Vec::with_capacity(fields.len());
     for (index, f) in fields.into_iter().enumerate() {
-        match f.into_message() {
+        match f.into_message(RawJson::copied) {
             Some(Ok(m)) => messages.push(m),
             Some(Err(invalid)) => {
                 return DecodedLine::Invalid(InvalidMessage {
@@ -254,20 +300,30 @@ fn read_error_object(raw: &RawValue) -> Result<ErrorObject, InvalidReason> {
     })
 }
 
-impl RawFields<'_> {
+impl<'a> RawFields<'a> {
     /// `None` when the object has no `jsonrpc` member (not a protocol claim).
-    fn into_message(self) -> Option<Result<Message, InvalidMessage>> {
+    fn into_message(
+        self,
+        keep_result: impl FnOnce(&'a RawValue) -> RawJson,
+    ) -> Option<Result<Message, InvalidMessage>> {
         let jsonrpc = self.jsonrpc?;
         let readable_id = self.id.and_then(|raw| read_id(raw).ok());
         let request = self.method.is_some() && self.result.is_none() && self.error.is_none();
-        Some(self.validate(jsonrpc).map_err(|reason| InvalidMessage {
-            reason,
-            id: readable_id,
-            request,
-        }))
+        Some(
+            self.validate(jsonrpc, keep_result)
+                .map_err(|reason| InvalidMessage {
+                    reason,
+                    id: readable_id,
+                    request,
+                }),
+        )
     }
 
-    fn validate(self, jsonrpc: &RawValue) -> Result<Message, InvalidReason> {
+    fn validate(
+        self,
+        jsonrpc: &RawValue,
+        keep_result: impl FnOnce(&'a RawValue) -> RawJson,
+    ) -> Result<Message, InvalidReason> {
         if jsonrpc.get() != "\"2.0\"" && read_string(jsonrpc).as_deref() != Some("2.0") {
             return Err(InvalidReason::WrongVersion(jsonrpc.get().to_owned()));
         }
@@ -302,7 +358,7 @@ impl RawFields<'_> {
                 let id = id.ok_or(InvalidReason::ResultWithoutId)?;
                 Ok(Message::Response(Response {
                     id,
-                    result: result.to_owned(),
+                    result: keep_result(result),
                 }))
             }
             (None, Some(error)) => Ok(Message::Error(ErrorResponse {

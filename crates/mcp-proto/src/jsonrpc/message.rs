@@ -4,7 +4,7 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::RequestId;
+use super::{RawJson, RequestId};
 
 /// A request: it has a `method` and an `id` and expects a response.
 #[derive(Debug, Clone)]
@@ -32,7 +32,7 @@ pub struct Response {
     /// The id of the request this answers.
     pub id: RequestId,
     /// The result, unparsed.
-    pub result: Box<RawValue>,
+    pub result: RawJson,
 }
 
 /// An error response. Its `id` is absent only when the request's id could not be read.
@@ -183,7 +183,7 @@ impl Serialize for Message {
 #[derive(Debug, Clone)]
 pub enum Reply {
     /// The result, unparsed.
-    Result(Box<RawValue>),
+    Result(RawJson),
     /// The server answered with an error.
     Error(ErrorObject),
 }

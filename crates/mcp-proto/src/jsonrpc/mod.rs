@@ -2,19 +2,22 @@
 //!
 //! Decoding dispatches explicitly on the members `method`, `id`, `result` and `error`; there
 //! is no untagged union whose variant order decides the outcome. A line is parsed once:
-//! `params` and `result` stay unparsed [`RawValue`](serde_json::value::RawValue)s.
+//! `params` stay unparsed [`RawValue`](serde_json::value::RawValue)s, and `result` a
+//! [`RawJson`], which can keep the line's own buffer ([`decode_line_buffer`]).
 
 mod decode;
 mod id;
 mod id_in_head;
 mod invalid;
 mod message;
+mod raw_json;
 
-pub use decode::{DecodedLine, decode_line};
+pub use decode::{DecodedLine, decode_line, decode_line_buffer};
 pub use id::RequestId;
 pub use id_in_head::id_in_head;
 pub use invalid::{InvalidMessage, InvalidReason, JsonKind};
 pub use message::{ErrorObject, ErrorResponse, Message, Notification, Reply, Request, Response};
+pub use raw_json::RawJson;
 
 /// The standard JSON-RPC error codes.
 pub mod error_codes {

@@ -242,7 +242,7 @@ mod tests {
     use serde_json::value::to_raw_value;
 
     fn result(value: Value) -> Reply {
-        Reply::Result(to_raw_value(&value).unwrap())
+        Reply::Result(to_raw_value(&value).unwrap().into())
     }
 
     fn error(code: i64, data: Option<Value>) -> Reply {

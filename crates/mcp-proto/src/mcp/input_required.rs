@@ -4,8 +4,9 @@
 
 use memchr::memmem;
 use serde::Deserialize;
-use serde_json::value::RawValue;
 use serde_json::{Map, Value};
+
+use crate::jsonrpc::RawJson;
 
 /// What a result is, by its `resultType` (absent: complete).
 #[derive(Debug, Clone, PartialEq)]
@@ -79,7 +80,11 @@ struct KindOnly {
 ///
 /// ```
 /// use maljan_mcp_proto::mcp::{ResultKind, read_result_kind};
-/// let raw = |s: &str| serde_json::value::RawValue::from_string(s.to_owned()).unwrap();
+/// let raw = |s: &str| {
+///     maljan_mcp_proto::jsonrpc::RawJson::from(
+///         serde_json::value::RawValue::from_string(s.to_owned()).unwrap(),
+///     )
+/// };
 /// assert_eq!(read_result_kind(&raw(r#"{"content":[]}"#)).unwrap(), ResultKind::Complete);
 /// let asked = read_result_kind(&raw(
 ///     r#"{"resultType":"input_required","inputRequests":{"k":{"method":"roots/list"}}}"#,
@@ -87,7 +92,7 @@ struct KindOnly {
 /// .unwrap();
 /// assert!(matches!(asked, ResultKind::InputRequired(input) if input.input_requests.len() == 1));
 /// ```
-pub fn read_result_kind(result: &RawValue) -> Result<ResultKind, serde_json::Error> {
+pub fn read_result_kind(result: &RawJson) -> Result<ResultKind, serde_json::Error> {
     if says_complete_wherever_typed(result.get().as_bytes()) {
         return Ok(ResultKind::Complete);
     }
@@ -123,6 +128,8 @@ fn skip_whitespace(json: &[u8]) -> &[u8] {
 mod tests {
     use proptest::prelude::*;
     use serde_json::json;
+
+    use serde_json::value::RawValue;
 
     use super::*;
 
@@ -180,8 +187,8 @@ mod tests {
         }
     }
 
-    fn raw(s: &str) -> Box<RawValue> {
-        RawValue::from_string(s.to_owned()).unwrap()
+    fn raw(s: &str) -> RawJson {
+        RawJson::from(RawValue::from_string(s.to_owned()).unwrap())
     }
 
     #[test]

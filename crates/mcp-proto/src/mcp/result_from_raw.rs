@@ -9,6 +9,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::tools::{CallToolResult, ContentBlock};
+use crate::jsonrpc::RawJson;
 
 /// A member of the structured content at least this long, with nothing escaped in it, is
 /// moved rather than copied.
@@ -18,7 +19,9 @@ impl CallToolResult {
     /// Reads a result the way `serde_json::from_str` does, except that the longest string
     /// member of its structured content (a file chunk's base64, say), when long and with
     /// nothing escaped in it, is moved out of `raw`'s buffer rather than copied: no
-    /// allocation of its size, no second copy of it in memory. The same JSON always gives
+    /// allocation of its size, no second copy of it in memory (a result decoded by
+    /// [`decode_line_buffer`](crate::jsonrpc::decode_line_buffer) keeps the line's buffer,
+    /// which thus becomes the string). The same JSON always gives
     /// the same result (and the same error) as `serde_json::from_str` (property-tested).
     ///
     /// ```
@@ -27,12 +30,13 @@ impl CallToolResult {
     /// let raw = serde_json::value::RawValue::from_string(format!(
     ///     r#"{{"content":[],"structuredContent":{{"offset":0,"content_base64":"{chunk}"}}}}"#
     /// )).unwrap();
+    /// let raw = maljan_mcp_proto::jsonrpc::RawJson::from(raw);
     /// let result = CallToolResult::from_raw(raw).unwrap();
     /// let structured = result.structured_content.unwrap();
     /// assert_eq!(structured["content_base64"], chunk.as_str());
     /// assert_eq!(structured["offset"], 0);
     /// ```
-    pub fn from_raw(raw: Box<RawValue>) -> serde_json::Result<CallToolResult> {
+    pub fn from_raw(raw: RawJson) -> serde_json::Result<CallToolResult> {
         let text = raw.get();
         if text.len() < MOVED_STRING_BYTES {
             return serde_json::from_str(text);
@@ -50,9 +54,9 @@ impl CallToolResult {
         } = read;
         let structured_content = match (structured, moved) {
             (Some(mut members), Some((key, range))) => {
-                let mut whole = String::from(Box::<str>::from(raw));
-                whole.truncate(range.end);
-                whole.drain(..range.start);
+                let (mut whole, at) = raw.into_parts();
+                whole.truncate(at.start + range.end);
+                whole.drain(..at.start + range.start);
                 members.insert(key, Value::String(whole));
                 Some(Value::Object(members))
             }
@@ -261,9 +265,10 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::jsonrpc::{DecodedLine, Message, decode_line_buffer};
 
-    fn raw(text: String) -> Box<RawValue> {
-        RawValue::from_string(text).expect("valid JSON")
+    fn raw(text: String) -> RawJson {
+        RawJson::from(RawValue::from_string(text).expect("valid JSON"))
     }
 
     fn long(seed: char) -> String {
@@ -286,6 +291,31 @@ mod tests {
         assert_eq!(moved.as_ptr(), start, "moved, not copied");
         assert_eq!(structured["size"], 9);
         assert_eq!(structured["sha256"], "ab");
+    }
+
+    #[test]
+    fn the_long_string_keeps_the_lines_buffer_when_decoded_from_it() {
+        let line = json!({
+            "jsonrpc": "2.0",
+            "id": 7,
+            "result": {"structuredContent": {"content_base64": long('K'), "offset": 0}},
+        })
+        .to_string()
+        .into_bytes();
+        let line_start = line.as_ptr() as usize;
+        let DecodedLine::Message(Message::Response(response)) = decode_line_buffer(line, false)
+        else {
+            panic!("a response");
+        };
+        let result = CallToolResult::from_raw(response.result).expect("a result");
+        let structured = result.structured_content.expect("structured");
+        let moved = structured["content_base64"].as_str().expect("a string");
+        assert_eq!(moved, long('K'));
+        assert_eq!(
+            moved.as_ptr() as usize,
+            line_start,
+            "the line's buffer, not a copy"
+        );
     }
 
     #[test]

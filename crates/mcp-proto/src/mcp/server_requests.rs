@@ -11,7 +11,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-use crate::jsonrpc::{ErrorObject, ErrorResponse, Message, Request, Response, error_codes};
+use crate::jsonrpc::{
+    ErrorObject, ErrorResponse, Message, RawJson, Request, Response, error_codes,
+};
 
 use super::methods;
 
@@ -156,8 +158,10 @@ impl ServerRequestPolicy {
         match self.answer_input(&request.method, params.as_ref()) {
             Ok(result) => Message::Response(Response {
                 id: request.id,
-                result: serde_json::value::to_raw_value(&result)
-                    .unwrap_or_else(|_| RawValue::from_string("{}".to_owned()).expect("JSON")),
+                result: RawJson::from(
+                    serde_json::value::to_raw_value(&result)
+                        .unwrap_or_else(|_| RawValue::from_string("{}".to_owned()).expect("JSON")),
+                ),
             }),
             Err(error) => Message::Error(ErrorResponse {
                 id: Some(request.id),

@@ -19,7 +19,10 @@ use std::collections::VecDeque;
 
 use bytes::buf::Limit;
 use bytes::{BufMut, BytesMut};
-use maljan_mcp_proto::jsonrpc::{DecodedLine, InvalidMessage, Message, decode_line};
+use maljan_mcp_proto::jsonrpc::{
+    DecodedLine, InvalidMessage, Message, decode_line, decode_line_buffer,
+};
+use maljan_mcp_proto::large_buffers::{LARGE_BUFFERS, MIN_KEPT_BYTES};
 
 pub use counts::LineCounts;
 pub use excerpt::Excerpt;
@@ -392,7 +395,15 @@ impl LineClassifier {
             self.counts.blank += 1;
             return;
         }
-        let decoded = decode_line(line, self.batches_allowed);
+        let decoded = if line.len() >= MIN_KEPT_BYTES {
+            // A file chunk's answer: copied into a kept buffer that its result then keeps
+            // (and its reader gives back), rather than into a new one for each chunk.
+            let mut kept = LARGE_BUFFERS.take(line.len());
+            kept.extend_from_slice(line);
+            decode_line_buffer(kept, self.batches_allowed)
+        } else {
+            decode_line(line, self.batches_allowed)
+        };
         if !matches!(decoded, DecodedLine::Message(_) | DecodedLine::Batch(_))
             && self.window == SetupWindow::Open
             && self.salvage(line)

@@ -27,7 +27,7 @@
 //!                 continue;
 //!             }
 //!         };
-//!         server.answer(&request.id, Reply::Result(to_raw_value(&result).unwrap()));
+//!         server.answer(&request.id, Reply::Result(to_raw_value(&result).unwrap().into()));
 //!     }
 //! });
 //!
@@ -47,14 +47,13 @@ mod error;
 
 use std::time::Duration;
 
-use maljan_mcp_proto::jsonrpc::Reply;
+use maljan_mcp_proto::jsonrpc::{RawJson, Reply};
 use maljan_mcp_proto::mcp::{
     CallToolResult, Era, EraProbe, Implementation, InitializeParams, InitializeResult,
     ListToolsResult, ProbeStep, ProtocolVersion, ResultKind, Tool, ToolPages, methods,
     read_result_kind, stateless_meta, with_request_meta,
 };
 use serde::de::DeserializeOwned;
-use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use crate::deadline::{cancelled_by_notice, reply_within};
@@ -409,7 +408,7 @@ impl Session {
         method: &'static str,
         request: OutgoingRequest,
         wait: Duration,
-    ) -> Result<Box<RawValue>, SessionError> {
+    ) -> Result<RawJson, SessionError> {
         let request = self.stamped(request);
         let notify = cancelled_by_notice(&request, self.transport.kind());
         let pending = self.send(method, request).await?;
@@ -471,7 +470,7 @@ impl Session {
 
 fn read<T: DeserializeOwned>(
     method: &'static str,
-    raw: &RawValue,
+    raw: &RawJson,
     expected: &'static str,
 ) -> Result<T, SessionError> {
     serde_json::from_str(raw.get()).map_err(|source| SessionError::Malformed {
@@ -481,7 +480,7 @@ fn read<T: DeserializeOwned>(
     })
 }
 
-fn last_tools_page(result: &RawValue) -> bool {
+fn last_tools_page(result: &RawJson) -> bool {
     serde_json::from_str::<ListToolsResult>(result.get())
         .map(|page| page.next_cursor.is_none())
         .unwrap_or(false)

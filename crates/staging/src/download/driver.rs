@@ -87,7 +87,8 @@ pub async fn download<C: ToolCaller>(
             break;
         };
         validator.handle_answer_unhashed_into(&answer, &mut bytes)?;
-        drop(answer);
+        // The base64 is the buffer the answer was read into: kept for the next answer.
+        LARGE_BUFFERS.give_strings(answer);
         if (bytes.len() as u64) < asked.length {
             in_flight = FuturesOrdered::new();
             ask_from = validator.progress().0;
