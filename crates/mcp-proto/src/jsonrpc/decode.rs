@@ -80,10 +80,19 @@ pub fn decode_line_buffer(line: Vec<u8>, allow_batch: bool) -> DecodedLine {
     }
     let mut result_at = None;
     let mut decoded = decode_object(serde_json::from_str(&text), text.as_bytes(), |result| {
-        // The result is a slice of `text`: its place there, from the two addresses.
-        let start = result.get().as_ptr() as usize - text.as_ptr() as usize;
-        result_at = Some(start..start + result.get().len());
-        RawJson::within(String::new(), 0..0)
+        // The result is a slice of `text`: its place there, from the two addresses (checked,
+        // and copied should it ever not be).
+        let len = result.get().len();
+        let start = (result.get().as_ptr() as usize)
+            .checked_sub(text.as_ptr() as usize)
+            .filter(|start| start + len <= text.len());
+        match start {
+            Some(start) => {
+                result_at = Some(start..start + len);
+                RawJson::within(String::new(), 0..0)
+            }
+            None => RawJson::copied(result),
+        }
     });
     if let (DecodedLine::Message(Message::Response(response)), Some(range)) =
         (&mut decoded, result_at)
