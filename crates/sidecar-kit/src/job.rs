@@ -11,8 +11,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Instant, SystemTime};
 
 use maljan_confine::Root;
-use maljan_direct_write::DirectWriter;
 use sha2::Sha256;
+
+use crate::file_primitives::upload_writer::UploadWriter;
 
 /// The environment variable naming the job directory a client assigned to this server.
 pub const JOB_DIR_ENV: &str = "MALJAN_JOB_DIR";
@@ -27,11 +28,12 @@ pub(crate) struct Upload {
     pub(crate) name: String,
     pub(crate) size: u64,
     pub(crate) sha256: String,
+    /// The bytes received in turn (handed to `writer`).
     pub(crate) received: u64,
-    pub(crate) hasher: Sha256,
     /// Its file's name in [`INCOMING_DIR`].
     pub(crate) temp: String,
-    pub(crate) file: DirectWriter,
+    /// Writes and hashes its file.
+    pub(crate) writer: UploadWriter,
     /// Why a chunk in turn was refused: the upload cannot complete, and chunks waiting
     /// for their turn are refused with it at once.
     pub(crate) failed: Option<String>,

@@ -9,8 +9,9 @@ use base64::{DecodeSliceError, Engine};
 use maljan_direct_write::{ALIGN, DirectWriter};
 use maljan_mcp_proto::maljan::ToolFailure;
 use serde_json::json;
-use sha2::{Digest, Sha256};
+use sha2::Digest;
 
+use super::upload_writer::{UploadWriter, Written};
 use super::{
     CHUNKS_IN_FLIGHT, MAX_CHUNK_AHEAD, MAX_CHUNKS_WAITING, MAX_CHUNKS_WAITING_IN_ALL,
     TransferLimits, bad, failed,
@@ -57,6 +58,13 @@ pub(super) fn put_sample_begin(
         }
     };
     let id = ctx.job.next_upload_id();
+    let writer = match UploadWriter::start(id, DirectWriter::new(file)) {
+        Ok(writer) => writer,
+        Err(e) => {
+            discard_upload(&ctx.job, &temp, size);
+            return Err(failed(format!("starting upload {id}'s writer: {e}")));
+        }
+    };
     lock(&ctx.job.uploads).insert(
         id,
         Upload {
@@ -64,9 +72,8 @@ pub(super) fn put_sample_begin(
             size,
             sha256,
             received: 0,
-            hasher: Sha256::new(),
             temp,
-            file: DirectWriter::new(file),
+            writer,
             failed: None,
             waiting: 0,
             touched: Instant::now(),
@@ -232,14 +239,15 @@ fn store_chunk_in_turn(
 
 /// A chunk's bytes, decoded into a kept buffer at an address aligned for a direct write:
 /// the upload's file then takes them as they are, without copying them into its block.
-struct DecodedChunk {
+#[derive(Debug)]
+pub(crate) struct DecodedChunk {
     buffer: Vec<u8>,
     start: usize,
     len: usize,
 }
 
 impl DecodedChunk {
-    fn decode(content: &[u8]) -> Result<Self, String> {
+    pub(super) fn decode(content: &[u8]) -> Result<Self, String> {
         let room = base64::decoded_len_estimate(content.len());
         let mut buffer = LARGE_BUFFERS.take(room + ALIGN);
         buffer.resize(room + ALIGN, 0);
@@ -257,8 +265,13 @@ impl DecodedChunk {
         }
     }
 
-    fn bytes(&self) -> &[u8] {
+    pub(super) fn bytes(&self) -> &[u8] {
         &self.buffer[self.start..self.start + self.len]
+    }
+
+    /// The buffer the chunk was decoded into, to be kept for another.
+    pub(super) fn into_buffer(self) -> Vec<u8> {
+        self.buffer
     }
 }
 
@@ -269,22 +282,16 @@ fn store_chunk(
     decoded: Result<DecodedChunk, String>,
 ) -> Result<u64, String> {
     let chunk = decoded?;
-    let bytes = chunk.bytes();
-    if upload.received + bytes.len() as u64 > upload.size {
+    let len = chunk.bytes().len() as u64;
+    if upload.received + len > upload.size {
         return Err(format!(
-            "a chunk of {} bytes at offset {} would pass the size {} announced",
-            bytes.len(),
-            upload.received,
-            upload.size
+            "a chunk of {len} bytes at offset {} of upload {id} would pass the size {} \
+             announced",
+            upload.received, upload.size
         ));
     }
-    upload
-        .file
-        .write_all(bytes)
-        .map_err(|e| format!("writing upload {id}: {e}"))?;
-    upload.hasher.update(bytes);
-    upload.received += bytes.len() as u64;
-    LARGE_BUFFERS.give(chunk.buffer);
+    upload.writer.queue(chunk)?;
+    upload.received += len;
     Ok(upload.received)
 }
 
@@ -298,9 +305,8 @@ pub(super) fn put_sample_finish(args: &Arguments, ctx: &ToolContext) -> ToolResu
         size,
         sha256,
         received,
-        hasher,
         temp,
-        file,
+        writer,
         failed: refused_chunk,
         ..
     } = upload;
@@ -311,6 +317,10 @@ pub(super) fn put_sample_finish(args: &Arguments, ctx: &ToolContext) -> ToolResu
     if let Some(reason) = refused_chunk {
         return refuse(format!("a chunk was refused: {reason}"));
     }
+    let Written { file, hasher } = match writer.finish() {
+        Ok(written) => written,
+        Err(reason) => return refuse(format!("a chunk was not written: {reason}")),
+    };
     if received != size {
         return refuse(format!("{received} bytes received of the {size} announced"));
     }

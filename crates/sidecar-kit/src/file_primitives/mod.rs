@@ -4,6 +4,7 @@
 mod chunked_upload;
 mod get_file;
 mod put_sample;
+pub(crate) mod upload_writer;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
