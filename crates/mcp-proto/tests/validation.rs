@@ -5,6 +5,7 @@ use maljan_mcp_proto::jsonrpc::{
     DecodedLine, ErrorObject, ErrorResponse, InvalidReason, JsonKind, Message, Notification,
     RawJson, Request, RequestId, Response, decode_line, decode_line_buffer,
 };
+use maljan_mcp_proto::large_buffers::{LARGE_BUFFERS, MIN_KEPT_BYTES};
 use proptest::prelude::*;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
@@ -152,6 +153,25 @@ fn an_error_response_may_lack_an_id() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn a_long_request_decoded_in_its_buffer_gives_the_buffer_back() {
+    let data = "A".repeat(MIN_KEPT_BYTES);
+    let line =
+        format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"d":"{data}"}}}}"#);
+    let kept = LARGE_BUFFERS.kept_count();
+    let DecodedLine::Message(Message::Request(request)) =
+        decode_line_buffer(line.into_bytes(), false)
+    else {
+        panic!("a request");
+    };
+    assert_eq!(request.params.expect("params").get().len(), data.len() + 8);
+    assert_eq!(
+        LARGE_BUFFERS.kept_count(),
+        kept + 1,
+        "the line's buffer, its params copied out, is kept for the next long line"
+    );
 }
 
 fn raw(value: &Value) -> Box<RawValue> {

@@ -219,3 +219,84 @@ proptest! {
         prop_assert_eq!(counts.stray, u64::from(!filler));
     }
 }
+
+/// A line of over 1 MiB, as a file chunk's request or answer is (or a broken, stray or
+/// blank one as long), with its line ending.
+fn long_line() -> impl Strategy<Value = Vec<u8>> {
+    let body = (0usize..5, 0usize..4096, any::<u32>());
+    (body, any::<bool>()).prop_map(|((kind, extra, id), crlf)| {
+        let data = "A".repeat((1 << 20) + extra);
+        let mut line = match kind {
+            0 => format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"data":"{data}"}}}}"#),
+            1 => format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"d":"{data}"}}}}"#
+            ),
+            // Cut short: it mentions "jsonrpc", so it is stated as invalid.
+            2 => format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"data":"{data}"#),
+            3 => format!("progress {id}: {data}"),
+            _ => " ".repeat(data.len()),
+        }
+        .into_bytes();
+        if crlf {
+            line.push(b'\r');
+        }
+        line.push(b'\n');
+        line
+    })
+}
+
+/// Reads `bytes` into the classifier `size` bytes at a time (as [`classify`] returns).
+fn classify_in_reads(bytes: &[u8], size: usize, window_open: bool) -> (Vec<String>, LineCounts) {
+    use tokio::io::AsyncReadExt;
+    let mut classifier = if window_open {
+        LineClassifier::in_setup(ClassifierConfig::default())
+    } else {
+        LineClassifier::new(ClassifierConfig::default())
+    };
+    let mut events = Vec::new();
+    let mut stdout = bytes;
+    loop {
+        let read =
+            futures::executor::block_on(stdout.read_buf(&mut classifier.read_target(size).buf()))
+                .expect("reading from memory");
+        if read == 0 {
+            classifier.handle_eof();
+        }
+        while let Some(event) = classifier.poll_event() {
+            events.push(format!("{event:?}"));
+        }
+        if read == 0 {
+            return (events, classifier.counts());
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// After setup a long line is decoded in the buffer it was read into; during setup it is
+    /// copied (its text may be salvaged). Without a CR or BOM inside a line, both give the
+    /// same events, quotes and counts, in any reads.
+    #[test]
+    fn a_long_line_handed_over_gives_the_events_a_copied_one_does(
+        long in prop::collection::vec(long_line(), 1..4),
+        short in prop::collection::vec(message(), 0..4),
+        read_kib in 1usize..2048,
+    ) {
+        let mut stream = Vec::new();
+        for (i, line) in long.iter().enumerate() {
+            stream.extend_from_slice(line);
+            if let Some(message) = short.get(i) {
+                stream.extend_from_slice(format!("{message}\n").as_bytes());
+            }
+        }
+        let copied = classify_in_reads(&stream, read_kib * 1024, true);
+        let handed_over = classify_in_reads(&stream, read_kib * 1024, false);
+        prop_assert_eq!(&copied.0, &handed_over.0);
+        prop_assert_eq!(copied.1, handed_over.1);
+        let whole = classify(&stream, &[], false);
+        prop_assert_eq!(&whole.0, &handed_over.0);
+        prop_assert_eq!(copied.1.messages + copied.1.invalid + copied.1.stray + copied.1.blank,
+            (long.len() + short.len().min(long.len())) as u64);
+    }
+}

@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use crate::large_buffers::LARGE_BUFFERS;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
@@ -59,8 +60,9 @@ fn mentions_jsonrpc(line: &[u8]) -> bool {
 /// Decodes and validates one line (without its line ending) as [`decode_line`] does, to
 /// the same outcome, but a response's result is kept in `line`'s own buffer instead of a
 /// copy of it (see [`RawJson`]): a file chunk's answer of several MiB is not copied, nor
-/// allocated again. A batch's results, and a line that is not UTF-8, are copied as by
-/// [`decode_line`].
+/// allocated again; a decoded line that nothing keeps (a request's, say) goes back to
+/// [`LARGE_BUFFERS`] for the next one. A batch's results, and a line that is not UTF-8,
+/// are copied as by [`decode_line`].
 ///
 /// ```
 /// use maljan_mcp_proto::jsonrpc::{decode_line_buffer, DecodedLine, Message};
@@ -94,10 +96,13 @@ pub fn decode_line_buffer(line: Vec<u8>, allow_batch: bool) -> DecodedLine {
             None => RawJson::copied(result),
         }
     });
-    if let (DecodedLine::Message(Message::Response(response)), Some(range)) =
-        (&mut decoded, result_at)
-    {
-        response.result = RawJson::within(text, range);
+    match (&mut decoded, result_at) {
+        (DecodedLine::Message(Message::Response(response)), Some(range)) => {
+            response.result = RawJson::within(text, range);
+        }
+        // Nothing keeps the line (a request's params are copied out of it): its buffer can
+        // take the next long line.
+        _ => LARGE_BUFFERS.give(text.into_bytes()),
     }
     decoded
 }

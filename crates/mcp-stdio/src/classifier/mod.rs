@@ -18,7 +18,7 @@ mod utf8_stream;
 use std::collections::VecDeque;
 
 use bytes::buf::Limit;
-use bytes::{BufMut, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use maljan_mcp_proto::jsonrpc::{
     DecodedLine, InvalidMessage, Message, decode_line, decode_line_buffer,
 };
@@ -133,6 +133,9 @@ pub struct LineClassifier {
     buf: BytesMut,
     /// How far `buf` has been searched for an LF.
     scanned: usize,
+    /// The most bytes last asked for by [`LineClassifier::read_target`]: room kept past a
+    /// long line's length when its buffer is handed over.
+    read_max: usize,
     discard: Option<Discard>,
     not_utf8_at: Option<u64>,
     eof: bool,
@@ -192,6 +195,7 @@ impl LineClassifier {
             utf8: Utf8Stream::default(),
             buf: BytesMut::new(),
             scanned: 0,
+            read_max: 0,
             discard: None,
             not_utf8_at: None,
             eof: false,
@@ -229,6 +233,7 @@ impl LineClassifier {
     /// # Ok(()) }
     /// ```
     pub fn read_target(&mut self, max: usize) -> ReadTarget<'_> {
+        self.read_max = max;
         self.buf.reserve(max);
         ReadTarget {
             held: self.buf.len(),
@@ -285,9 +290,14 @@ impl LineClassifier {
             }
             if let Some(lf) = memchr::memchr(b'\n', &self.buf[self.scanned..]) {
                 let end = self.scanned + lf;
-                let line = self.buf.split_to(end + 1).freeze();
                 self.scanned = 0;
-                self.finish_line(&line[..end]);
+                if self.hands_over(end) {
+                    let line = self.split_long_line(end);
+                    self.classify_owned(line);
+                } else {
+                    let line = self.buf.split_to(end + 1).freeze();
+                    self.finish_line(&line[..end]);
+                }
                 continue;
             }
             self.scanned = self.buf.len();
@@ -390,26 +400,64 @@ impl LineClassifier {
         });
     }
 
+    /// Whether the line ending at `end` is decoded in the buffer it was read into, handed
+    /// over whole (a file chunk's line, whose result then keeps it) rather than copied: a
+    /// long line, within the cap, with nothing to salvage from it.
+    fn hands_over(&self, end: usize) -> bool {
+        end >= MIN_KEPT_BYTES
+            && end <= self.config.max_line_bytes
+            && self.discard.is_none()
+            && self.window == SetupWindow::Closed
+    }
+
+    /// Takes the line ending at `end` (its LF) out of the buffer without copying it: the
+    /// bytes after it move to a kept buffer with room for another line as long, which
+    /// becomes the buffer read into.
+    fn split_long_line(&mut self, end: usize) -> Vec<u8> {
+        let mut next = LARGE_BUFFERS.take(end + 1 + self.read_max);
+        next.extend_from_slice(&self.buf[end + 1..]);
+        let next = BytesMut::from(Bytes::from(next));
+        let mut line = Vec::from(std::mem::replace(&mut self.buf, next));
+        line.truncate(end);
+        line
+    }
+
     fn classify(&mut self, line: &[u8]) {
-        if line.iter().all(u8::is_ascii_whitespace) {
+        if is_blank(line) {
             self.counts.blank += 1;
             return;
         }
-        let decoded = if line.len() >= MIN_KEPT_BYTES {
-            // A file chunk's answer: copied into a kept buffer that its result then keeps
-            // (and its reader gives back), rather than into a new one for each chunk.
-            let mut kept = LARGE_BUFFERS.take(line.len());
-            kept.extend_from_slice(line);
-            decode_line_buffer(kept, self.batches_allowed)
-        } else {
-            decode_line(line, self.batches_allowed)
-        };
+        let decoded = decode_line(line, self.batches_allowed);
         if !matches!(decoded, DecodedLine::Message(_) | DecodedLine::Batch(_))
             && self.window == SetupWindow::Open
             && self.salvage(line)
         {
             return;
         }
+        self.take_decoded(decoded, line);
+    }
+
+    /// [`classify`](Self::classify) for a line in a buffer of its own (see
+    /// [`hands_over`](Self::hands_over)), decoded in that buffer.
+    fn classify_owned(&mut self, mut line: Vec<u8>) {
+        if line.ends_with(b"\r") {
+            line.pop();
+        }
+        if is_blank(&line) {
+            self.counts.blank += 1;
+            LARGE_BUFFERS.give(line);
+            return;
+        }
+        // An excerpt of a line never reads past its first EXCERPT_CHARS characters, which
+        // fit in this many bytes; the line itself goes to the decoder.
+        let head = line[..line.len().min(EXCERPT_CHARS * 4)].to_vec();
+        let decoded = decode_line_buffer(line, self.batches_allowed);
+        self.take_decoded(decoded, &head);
+    }
+
+    /// Delivers what a line decoded to; `line` (or its head) is quoted when it is not a
+    /// message.
+    fn take_decoded(&mut self, decoded: DecodedLine, line: &[u8]) {
         match decoded {
             DecodedLine::Message(message) => self.deliver(message),
             DecodedLine::Batch(messages) => messages.into_iter().for_each(|m| self.deliver(m)),
@@ -460,6 +508,11 @@ impl LineClassifier {
         self.deliver(message);
         true
     }
+}
+
+/// Whitespace only: a blank line, skipped.
+fn is_blank(line: &[u8]) -> bool {
+    line.iter().all(u8::is_ascii_whitespace)
 }
 
 /// Whitespace and byte-order marks only: nothing a server meant to say.

@@ -302,3 +302,49 @@ fn the_window_closes_for_good() {
     c.close_setup_window();
     assert_eq!(c.setup_window(), SetupWindow::Closed);
 }
+
+#[test]
+fn a_long_answer_is_decoded_in_the_buffer_it_was_read_into() {
+    let answer = |id: u32| {
+        let data = "A".repeat(2 * MIN_KEPT_BYTES);
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"data":"{data}"}}}}"#).into_bytes()
+    };
+    let (first, second) = (answer(1), answer(2));
+    let mut c = LineClassifier::new(ClassifierConfig::default());
+    // The first answer, then the head of the second: the head is read into a buffer of
+    // its own, with room for all of the second answer.
+    c.handle_bytes(&first);
+    c.handle_bytes(b"\n");
+    c.handle_bytes(&second[..100]);
+    assert!(matches!(c.poll_event(), Some(Event::Message(_))));
+    let buffer = c.buf.as_ptr() as usize;
+    c.handle_bytes(&second[100..]);
+    c.handle_bytes(b"\n");
+    let Some(Event::Message(Message::Response(response))) = c.poll_event() else {
+        panic!("the second answer is delivered");
+    };
+    let result = response.result.get();
+    assert!(result.starts_with(r#"{"data":"AAA"#));
+    let in_line = r#"{"jsonrpc":"2.0","id":2,"result":"#.len();
+    assert_eq!(
+        (result.as_ptr() as usize).wrapping_sub(buffer),
+        in_line,
+        "the result lies in the buffer the answer was read into, where it was in the line"
+    );
+}
+
+#[test]
+fn a_long_broken_line_is_quoted_from_its_head() {
+    let broken = format!(
+        r#"{{"jsonrpc":"2.0","id":3,"result":"{}"#,
+        "é".repeat(MIN_KEPT_BYTES)
+    );
+    let mut c = LineClassifier::new(ClassifierConfig::default());
+    c.handle_bytes(broken.as_bytes());
+    c.handle_bytes(b"\n");
+    let Some(Event::Invalid { excerpt, .. }) = c.poll_event() else {
+        panic!("a broken line mentioning jsonrpc is stated");
+    };
+    assert_eq!(excerpt, Excerpt::of(broken.as_bytes(), EXCERPT_CHARS));
+    assert!(excerpt.is_truncated());
+}
