@@ -102,11 +102,11 @@ fn write_chunks(
     let mut hasher = Sha256::new();
     for chunk in queued {
         let bytes = chunk.bytes();
-        if let Err(e) = file.write_all(bytes) {
+        // Hashed beside the write, which mostly waits on the device.
+        if let Err(e) = file.write_all_beside(bytes, || hasher.update(bytes)) {
             let _ = failure.set(format!("writing upload {id}: {e}"));
             break;
         }
-        hasher.update(bytes);
         LARGE_BUFFERS.give(chunk.into_buffer());
     }
     Written { file, hasher }

@@ -123,8 +123,8 @@ fn write_chunks(
 ) -> std::io::Result<String> {
     let mut hasher = Sha256::new();
     while let Some(bytes) = filled.blocking_recv() {
-        hasher.update(&bytes);
-        file.write_all(&bytes)?;
+        // Hashed beside the write, which mostly waits on the device.
+        file.write_all_beside(&bytes, || hasher.update(&bytes))?;
         // Handed back to be decoded into. The decoding side may be gone (a refused
         // answer); the buffer is then dropped.
         let _ = empty.try_send(bytes);
