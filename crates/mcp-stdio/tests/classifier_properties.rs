@@ -101,6 +101,15 @@ fn classify_read_in_place(
     sizes: &[usize],
     window_open: bool,
 ) -> (Vec<String>, LineCounts) {
+    classify_reading(bytes, sizes.iter().map(|s| 1 + s % 64).cycle(), window_open)
+}
+
+/// Reads `bytes` into the classifier in reads of the sizes given, in turn, until the end.
+fn classify_reading(
+    bytes: &[u8],
+    sizes: impl Iterator<Item = usize>,
+    window_open: bool,
+) -> (Vec<String>, LineCounts) {
     use tokio::io::AsyncReadExt;
     let mut classifier = if window_open {
         LineClassifier::in_setup(ClassifierConfig::default())
@@ -109,7 +118,7 @@ fn classify_read_in_place(
     };
     let mut events = Vec::new();
     let mut stdout = bytes;
-    for size in sizes.iter().map(|s| 1 + s % 64).cycle() {
+    for size in sizes {
         let read =
             futures::executor::block_on(stdout.read_buf(&mut classifier.read_target(size).buf()))
                 .expect("reading from memory");
@@ -245,32 +254,6 @@ fn long_line() -> impl Strategy<Value = Vec<u8>> {
     })
 }
 
-/// Reads `bytes` into the classifier `size` bytes at a time (as [`classify`] returns).
-fn classify_in_reads(bytes: &[u8], size: usize, window_open: bool) -> (Vec<String>, LineCounts) {
-    use tokio::io::AsyncReadExt;
-    let mut classifier = if window_open {
-        LineClassifier::in_setup(ClassifierConfig::default())
-    } else {
-        LineClassifier::new(ClassifierConfig::default())
-    };
-    let mut events = Vec::new();
-    let mut stdout = bytes;
-    loop {
-        let read =
-            futures::executor::block_on(stdout.read_buf(&mut classifier.read_target(size).buf()))
-                .expect("reading from memory");
-        if read == 0 {
-            classifier.handle_eof();
-        }
-        while let Some(event) = classifier.poll_event() {
-            events.push(format!("{event:?}"));
-        }
-        if read == 0 {
-            return (events, classifier.counts());
-        }
-    }
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
 
@@ -290,8 +273,8 @@ proptest! {
                 stream.extend_from_slice(format!("{message}\n").as_bytes());
             }
         }
-        let copied = classify_in_reads(&stream, read_kib * 1024, true);
-        let handed_over = classify_in_reads(&stream, read_kib * 1024, false);
+        let copied = classify_reading(&stream, std::iter::repeat(read_kib * 1024), true);
+        let handed_over = classify_reading(&stream, std::iter::repeat(read_kib * 1024), false);
         prop_assert_eq!(&copied.0, &handed_over.0);
         prop_assert_eq!(copied.1, handed_over.1);
         let whole = classify(&stream, &[], false);
