@@ -121,6 +121,24 @@ async fn a_line_over_the_cap_is_discarded_and_the_next_message_delivered() {
 }
 
 #[tokio::test]
+async fn long_stray_lines_under_the_cap_are_counted_and_the_answers_after_them_delivered() {
+    // Lines of 3 MiB: over the size the classifier decodes in the buffer it read them into.
+    let server = connect(&config(&[]), patient()).await;
+    let stray_before = server.counts().stray;
+    for _ in 0..3 {
+        let answer = server
+            .call("huge_line", json!({"bytes": 3 * 1024 * 1024}))
+            .await
+            .expect("call");
+        assert!(answer.is_ok(), "{answer:?}");
+    }
+    let counts = server.counts();
+    assert_eq!(counts.stray, stray_before + 3, "{counts:?}");
+    assert_eq!(counts.oversized, 0);
+    server.close().await;
+}
+
+#[tokio::test]
 async fn an_invalid_answer_fails_its_call_at_once_with_the_reason() {
     let server = connect(&config(&[]), patient()).await;
     let answer = tokio::time::timeout(HANG_GUARD, server.call("invalid", json!({})))
