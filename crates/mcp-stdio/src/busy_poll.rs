@@ -19,8 +19,10 @@ use tokio::sync::Notify;
 use crate::classifier::ReadTarget;
 
 /// How long a reader polls by default once armed: a quick call's answer (or the next
-/// request of a client calling one tool after another) comes well within it.
-pub const DEFAULT_BUSY_POLL: Duration = Duration::from_micros(100);
+/// request of a client calling one tool after another) comes well within it, from our kit
+/// and also, mostly, from a server of another SDK, whose own work per call is several times
+/// ours (a window that ends just before the answer comes pays for the wake-up as well).
+pub const DEFAULT_BUSY_POLL: Duration = Duration::from_micros(300);
 
 /// A reader's busy-poll window: armed each time a line is written whose reply is expected
 /// soon, it makes the next [`read`](BusyPoll::read) poll the reader for up to the window
