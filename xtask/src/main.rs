@@ -12,10 +12,11 @@
 //! - `fuzz [TARGET] [--time SECONDS]`: runs fuzz targets on nightly (all by default, 60 s
 //!   each), installing cargo-fuzz when it is missing.
 //! - `bench`: the criterion benchmarks.
-//! - `bench --peers [--calls N] [--repetitions R] [--in-flight K]`: echo calls of every
-//!   bench client (ours, rmcp's, the Python SDK's) against every echo server (our kit, rmcp,
-//!   the Python SDK, server-everything), over stdio and Streamable HTTP, repetitions
-//!   interleaved; prints the medians, their spread and our ratios to each peer.
+//! - `bench --peers [--calls N] [--repetitions R] [--in-flight K] [--busy]`: echo calls of
+//!   every bench client (ours, rmcp's, the Python SDK's) against every echo server (our kit,
+//!   rmcp, the Python SDK, server-everything), over stdio and Streamable HTTP, repetitions
+//!   interleaved; prints the medians, their spread and our ratios to each peer; `--busy`
+//!   measures with threads spinning beside the bench (one for every two cores).
 //! - `bench --transfers [--runs N]`: the 256 MiB transfer benchmark (stdio and Streamable
 //!   HTTP) run N times (5), each transfer as a share of its own run's single-core limit; the
 //!   worst and the median, the client's peak memory; fails under half the limit or at 64 MiB.

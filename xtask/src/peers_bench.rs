@@ -1,4 +1,4 @@
-//! `cargo xtask bench --peers [--calls N] [--repetitions R]`: every bench client against
+//! `cargo xtask bench --peers [--calls N] [--repetitions R] [--busy]`: every bench client against
 //! every echo server, over stdio and over Streamable HTTP on loopback, with the repetitions
 //! interleaved (each repetition runs every pair once before the next starts, so a busy spell
 //! of the machine touches every pair alike); then the medians and spreads, and our ratios to
@@ -10,10 +10,16 @@
 //! only). Ours are `bench/peers` (`bench-client` on a session of the stdio or HTTP
 //! transport, `bench-echo` on the kit). A peer whose runtime (python3, node) is missing is
 //! left out and named.
+//!
+//! With `--busy` the matrix runs on a busy machine: threads of the xtask spin beside the
+//! bench, one for every two cores (at least one), so that each pair is measured while
+//! another program wants a share of the CPU, as on a shared build machine.
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::{cargo_command, free_loopback_port, interop, root, run, target_dir};
@@ -58,6 +64,7 @@ impl Wire {
 /// and prints it.
 pub(crate) fn run_from_args(args: &[String]) -> Result<(), String> {
     let (mut calls, mut repetitions, mut in_flight) = (2000_usize, 3_usize, 4_usize);
+    let mut busy = false;
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         let mut number = |name: &str| {
@@ -70,14 +77,16 @@ pub(crate) fn run_from_args(args: &[String]) -> Result<(), String> {
             "--calls" => calls = number("--calls")?,
             "--repetitions" => repetitions = number("--repetitions")?,
             "--in-flight" => in_flight = number("--in-flight")?,
+            "--busy" => busy = true,
             other => {
                 return Err(format!(
-                    "unknown argument {other:?}: bench --peers [--calls N] [--repetitions R] [--in-flight K]"
+                    "unknown argument {other:?}: bench --peers [--calls N] [--repetitions R] [--in-flight K] [--busy]"
                 ));
             }
         }
     }
     let (clients, servers) = install()?;
+    let load = busy.then(BackgroundLoad::start);
     let mut samples: BTreeMap<(Wire, usize, usize), Vec<Sample>> = BTreeMap::new();
     for repetition in 1..=repetitions {
         println!("xtask bench --peers: repetition {repetition} of {repetitions}");
@@ -90,8 +99,61 @@ pub(crate) fn run_from_args(args: &[String]) -> Result<(), String> {
             }
         }
     }
+    let load = load.map(BackgroundLoad::stop);
     print_table(&clients, &servers, &samples, calls, in_flight, repetitions);
+    match load {
+        Some(threads) => println!(
+            "\nMachine busy: {threads} thread(s) spinning beside every measurement, of {} cores.",
+            cores()
+        ),
+        None => println!(
+            "\nMachine as found: nothing of the xtask's own beside the measurements (--busy adds load)."
+        ),
+    }
     Ok(())
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
+
+/// Threads that keep a share of the cores busy until stopped: the load of `--busy`.
+struct BackgroundLoad {
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl BackgroundLoad {
+    /// One spinning thread for every two cores, at least one.
+    fn start() -> BackgroundLoad {
+        let stop = Arc::new(AtomicBool::new(false));
+        let threads = (0..(cores() / 2).max(1))
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut state = 1_u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        state = std::hint::black_box(
+                            state
+                                .wrapping_mul(6_364_136_223_846_793_005)
+                                .wrapping_add(1),
+                        );
+                    }
+                })
+            })
+            .collect();
+        BackgroundLoad { stop, threads }
+    }
+
+    /// Stops the threads; how many there were.
+    fn stop(self) -> usize {
+        self.stop.store(true, Ordering::Relaxed);
+        let count = self.threads.len();
+        for thread in self.threads {
+            let _ = thread.join();
+        }
+        count
+    }
 }
 
 /// Builds ours and rmcp's programs (release), and the Python SDK and server-everything
