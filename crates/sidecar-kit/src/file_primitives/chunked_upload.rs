@@ -6,7 +6,6 @@ use std::time::Instant;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use base64_simd::Out;
 use maljan_direct_write::{ALIGN, DirectWriter};
 use maljan_mcp_proto::maljan::ToolFailure;
 use serde_json::json;
@@ -251,15 +250,15 @@ impl DecodedChunk {
     pub(super) fn decode(content: &[u8]) -> Result<Self, String> {
         let room = base64::decoded_len_estimate(content.len());
         let mut buffer = LARGE_BUFFERS.take(room + ALIGN);
-        buffer.resize(room + ALIGN, 0);
         // `align_offset` may answer "cannot": the chunk is then decoded unaligned, and copied.
         let start = buffer.as_ptr().align_offset(ALIGN).min(ALIGN);
-        // The room is the scalar decoder's estimate, never under the exact length the
-        // vectorised one asks for.
-        let out = Out::from_slice(&mut buffer[start..start + room]);
-        match base64_simd::STANDARD.decode(content, out) {
-            Ok(decoded) => {
-                let len = decoded.len();
+        buffer.resize(start, 0);
+        // Decoded into the room after `start` as it is, not zeroed first; the room is the
+        // scalar decoder's estimate, never under the exact length, so the buffer is not
+        // moved (and the start stays aligned).
+        match base64_simd::STANDARD.decode_append(content, &mut buffer) {
+            Ok(()) => {
+                let len = buffer.len() - start;
                 Ok(DecodedChunk { buffer, start, len })
             }
             Err(_) => Err(why_not_base64(content)),
@@ -353,6 +352,9 @@ mod tests {
     use base64::engine::general_purpose::STANDARD;
     use proptest::prelude::*;
 
+    use maljan_direct_write::ALIGN;
+    use maljan_mcp_proto::large_buffers::LARGE_BUFFERS;
+
     use super::DecodedChunk;
 
     /// Base64 text as a peer might send it: valid, then perhaps with a symbol changed (the
@@ -379,6 +381,19 @@ mod tests {
             })
     }
 
+    #[test]
+    fn a_chunk_decoded_into_a_kept_buffer_holds_its_own_bytes_only() {
+        // Large enough for the decoded bytes' buffer to be kept, and taken again, dirty.
+        let first = vec![0xA5; 3 << 20];
+        let second: Vec<u8> = (0..(3 << 20) - 7).map(|i| (i % 251) as u8).collect();
+        let chunk = DecodedChunk::decode(STANDARD.encode(&first).as_bytes()).expect("base64");
+        assert_eq!(chunk.bytes(), &first[..]);
+        LARGE_BUFFERS.give(chunk.into_buffer());
+        let chunk = DecodedChunk::decode(STANDARD.encode(&second).as_bytes()).expect("base64");
+        assert_eq!(chunk.bytes(), &second[..]);
+        assert_eq!(chunk.bytes().as_ptr().align_offset(ALIGN), 0);
+    }
+
     proptest! {
         #[test]
         fn a_chunk_decodes_as_the_scalar_decoder_reads_it(text in text()) {
@@ -387,6 +402,7 @@ mod tests {
                 Ok(bytes) => {
                     let chunk = decoded.expect("accepted by both");
                     prop_assert_eq!(chunk.bytes(), &bytes[..]);
+                    prop_assert_eq!(chunk.bytes().as_ptr().align_offset(ALIGN), 0);
                 }
                 Err(e) => prop_assert_eq!(
                     decoded.expect_err("refused by both"),
