@@ -48,3 +48,33 @@ fn sync_when_asked(file: &File, asked: &Receiver<()>) -> io::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::os::fd::OwnedFd;
+
+    use super::*;
+
+    #[test]
+    fn a_failed_sync_is_reported_by_finish_and_later_asks_do_not_block() {
+        // A pipe's data cannot be synced (EINVAL), as a file on a failing device cannot.
+        let (_reader, writer) = io::pipe().expect("a pipe");
+        let file = File::from(OwnedFd::from(writer));
+        let sync = BackgroundSync::start(&file).expect("the thread");
+        for _ in 0..5 {
+            sync.ask();
+        }
+        let error = sync.finish().expect_err("a pipe cannot be synced");
+        assert_eq!(error.kind(), io::ErrorKind::InvalidInput);
+    }
+
+    #[test]
+    fn the_syncs_asked_of_a_file_end_without_error() {
+        let mut file = tempfile::tempfile().expect("a file");
+        let sync = BackgroundSync::start(&file).expect("the thread");
+        file.write_all(&[7; 8192]).expect("written");
+        sync.ask();
+        sync.finish().expect("synced");
+    }
+}

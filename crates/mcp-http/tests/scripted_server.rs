@@ -823,3 +823,82 @@ async fn a_forbidden_request_that_asks_for_no_scope_and_a_failed_authorization_a
     );
     assert_eq!(seen.lock().expect("lock").len(), 1);
 }
+
+/// The bytes a streamed body had produced when hyper dropped it, sent on drop.
+struct Produced {
+    bytes: usize,
+    report: Option<tokio::sync::oneshot::Sender<usize>>,
+}
+
+impl Drop for Produced {
+    fn drop(&mut self) {
+        if let Some(report) = self.report.take() {
+            let _ = report.send(self.bytes);
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_long_reply_given_up_on_is_not_read_on() {
+    // Past what loopback sockets buffer: once half is produced, the client is reading the
+    // body (on the task of its own that a long body gets), not waiting for its headers.
+    const STATED: usize = 64 << 20;
+    const PIECE: usize = 1 << 20;
+    let (halfway_tx, halfway) = tokio::sync::oneshot::channel::<()>();
+    let (report, dropped_at) = tokio::sync::oneshot::channel::<usize>();
+    let given_up = Arc::new(tokio::sync::Notify::new());
+    let start = Mutex::new(Some((halfway_tx, report, given_up.clone())));
+    let (url, _) = serve(move |_, _| {
+        let (halfway, report, given_up) = start.lock().expect("lock").take().expect("one call");
+        let produced = Produced {
+            bytes: 0,
+            report: Some(report),
+        };
+        // The second half is produced only once the test has given the call up: a client
+        // that reads on gets all of it, one that stopped makes a write fail.
+        let pieces = futures_util::stream::unfold(
+            (produced, Some(halfway), given_up),
+            |(mut produced, mut halfway, given_up)| async move {
+                if produced.bytes >= STATED {
+                    return None;
+                }
+                if produced.bytes >= STATED / 2
+                    && let Some(halfway) = halfway.take()
+                {
+                    let _ = halfway.send(());
+                    given_up.notified().await;
+                }
+                produced.bytes += PIECE;
+                let piece = Bytes::from(vec![b'a'; PIECE]);
+                Some((
+                    Ok::<_, std::io::Error>(piece),
+                    (produced, halfway, given_up),
+                ))
+            },
+        );
+        Response::builder()
+            .header("content-type", "application/json")
+            .header("content-length", STATED)
+            .body(Body::from_stream(pieces))
+            .expect("response")
+    })
+    .await;
+    let mut config = HttpConfig::new("scripted", &url);
+    config.max_event_bytes = 2 * STATED;
+    let http = HttpTransport::new(config).expect("a connection");
+    tokio::select! {
+        reply = http.request(http.next_id(), "tools/call", None) => {
+            panic!("the call ended before it was given up: {:?}", reply.err());
+        }
+        _ = halfway => {}
+    }
+    given_up.notify_one();
+    let produced = tokio::time::timeout(Duration::from_secs(60), dropped_at)
+        .await
+        .expect("the server's body ended")
+        .expect("its size reported");
+    assert!(
+        produced < STATED,
+        "the body of a call given up on was read to its end ({produced} bytes)"
+    );
+}
