@@ -41,7 +41,7 @@ pub async fn download<C: ToolCaller>(
     let _buffers = LARGE_BUFFERS.in_use();
     // A writer thread hashes and writes each chunk while the next answer is read, parsed
     // and decoded; the buffers go round between the two, allocated once.
-    let (filled_tx, filled) = tokio::sync::mpsc::channel::<Vec<u8>>(WRITE_BUFFERS);
+    let (filled_tx, filled) = tokio::sync::mpsc::channel::<DecodedChunk>(WRITE_BUFFERS);
     let (empty_tx, mut empty) = tokio::sync::mpsc::channel::<Vec<u8>>(WRITE_BUFFERS);
     for _ in 0..WRITE_BUFFERS {
         // Cannot fail: the channel has room for every buffer.
@@ -86,14 +86,14 @@ pub async fn download<C: ToolCaller>(
         let Some(mut bytes) = empty.recv().await else {
             break;
         };
-        validator.handle_answer_unhashed_into(&answer, &mut bytes)?;
+        let start = validator.handle_answer_unhashed_aligned(&answer, &mut bytes)?;
         // The base64 is the buffer the answer was read into: kept for the next answer.
         LARGE_BUFFERS.give_strings(answer);
-        if (bytes.len() as u64) < asked.length {
+        if ((bytes.len() - start) as u64) < asked.length {
             in_flight = FuturesOrdered::new();
             ask_from = validator.progress().0;
         }
-        if filled_tx.send(bytes).await.is_err() {
+        if filled_tx.send(DecodedChunk { bytes, start }).await.is_err() {
             break;
         }
         let (received, size) = validator.progress();
@@ -112,19 +112,28 @@ pub async fn download<C: ToolCaller>(
         .map_err(local)
 }
 
+/// A chunk decoded into a buffer that goes round, from `start` on: an address aligned for
+/// a direct write, so that the whole chunk goes to the device in one write from where it
+/// is (copied into the writer's block instead, it would go a block at a time).
+struct DecodedChunk {
+    bytes: Vec<u8>,
+    start: usize,
+}
+
 /// Hashes and writes the chunks handed over, in order, handing each buffer back, past the
 /// page cache where the store's filesystem allows it, and makes the file durable at the
 /// end; returns the sha256 of the bytes written. Stops at the first error (the sender then
 /// sees the writer gone).
 fn write_chunks(
     mut file: DirectWriter,
-    mut filled: tokio::sync::mpsc::Receiver<Vec<u8>>,
+    mut filled: tokio::sync::mpsc::Receiver<DecodedChunk>,
     empty: &tokio::sync::mpsc::Sender<Vec<u8>>,
 ) -> std::io::Result<String> {
     let mut hasher = Sha256::new();
-    while let Some(bytes) = filled.blocking_recv() {
+    while let Some(DecodedChunk { bytes, start }) = filled.blocking_recv() {
+        let chunk = &bytes[start..];
         // Hashed beside the write, which mostly waits on the device.
-        file.write_all_beside(&bytes, || hasher.update(&bytes))?;
+        file.write_all_beside(chunk, || hasher.update(chunk))?;
         // Handed back to be decoded into. The decoding side may be gone (a refused
         // answer); the buffer is then dropped.
         let _ = empty.try_send(bytes);

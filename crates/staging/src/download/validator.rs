@@ -3,6 +3,7 @@
 
 use base64::engine::general_purpose::STANDARD;
 use base64::{DecodeError, DecodeSliceError, Engine};
+use maljan_direct_write::ALIGN;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -70,6 +71,16 @@ pub struct DownloadValidator {
 enum Hashing {
     Here,
     ByCaller,
+}
+
+/// Where in its buffer a chunk is decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Placement {
+    /// At the buffer's start: the buffer holds the chunk and nothing else.
+    AtStart,
+    /// At the buffer's first address aligned to [`ALIGN`], so that the chunk can be written
+    /// past the page cache straight from there rather than copied block by block.
+    Aligned,
 }
 
 fn number(answer: &Value, member: &'static str) -> Option<Result<u64, MalformedChunk>> {
@@ -183,6 +194,7 @@ impl DownloadValidator {
         bytes: &mut Vec<u8>,
     ) -> Result<(), DownloadError> {
         self.handle_answer_hashed_by(answer, bytes, Hashing::Here)
+            .map(|_| ())
     }
 
     /// As [`handle_answer_into`](Self::handle_answer_into), the bytes not hashed here:
@@ -208,6 +220,22 @@ impl DownloadValidator {
         bytes: &mut Vec<u8>,
     ) -> Result<(), DownloadError> {
         self.handle_answer_hashed_by(answer, bytes, Hashing::ByCaller)
+            .map(|_| ())
+    }
+
+    /// As [`handle_answer_unhashed_into`](Self::handle_answer_unhashed_into), the chunk
+    /// decoded at the first address in `bytes` aligned to [`ALIGN`] (where the buffer's
+    /// room allows, else at its start); returns where the chunk starts in `bytes`.
+    pub(crate) fn handle_answer_unhashed_aligned(
+        &mut self,
+        answer: &Value,
+        bytes: &mut Vec<u8>,
+    ) -> Result<usize, DownloadError> {
+        let handled = self.check_and_decode(answer, bytes, Placement::Aligned);
+        if handled.is_err() {
+            bytes.clear();
+        }
+        handled
     }
 
     fn handle_answer_hashed_by(
@@ -215,23 +243,24 @@ impl DownloadValidator {
         answer: &Value,
         bytes: &mut Vec<u8>,
         hashing: Hashing,
-    ) -> Result<(), DownloadError> {
-        let handled = self.check_and_decode(answer, bytes);
+    ) -> Result<usize, DownloadError> {
+        let handled = self.check_and_decode(answer, bytes, Placement::AtStart);
         match handled {
-            Ok(()) if hashing == Hashing::Here => self.hasher.update(&bytes[..]),
-            Ok(()) => {}
+            Ok(_) if hashing == Hashing::Here => self.hasher.update(&bytes[..]),
+            Ok(_) => {}
             Err(_) => bytes.clear(),
         }
         handled
     }
 
     /// [`DownloadValidator::handle_answer_into`] without the hashing, the buffer left as
-    /// it is on an error.
+    /// it is on an error; returns where the chunk starts in `bytes`.
     fn check_and_decode(
         &mut self,
         answer: &Value,
         bytes: &mut Vec<u8>,
-    ) -> Result<(), DownloadError> {
+        placement: Placement,
+    ) -> Result<usize, DownloadError> {
         let asked = self
             .poll_request()
             .ok_or_else(|| self.malformed(MalformedChunk::AfterTheEnd))?;
@@ -323,8 +352,9 @@ impl DownloadValidator {
         }
         // Sized, not cleared, before decoding into it: a buffer reused for chunks of one
         // size is then not zeroed again for each.
-        decode_into(encoded, bytes).map_err(|e| self.malformed(MalformedChunk::NotBase64(e)))?;
-        let len = bytes.len() as u64;
+        let start = decode_into(encoded, bytes, placement)
+            .map_err(|e| self.malformed(MalformedChunk::NotBase64(e)))?;
+        let len = (bytes.len() - start) as u64;
         if offset + len > size {
             return Err(DownloadError::ChunkPastSize {
                 path: self.path.clone(),
@@ -346,7 +376,7 @@ impl DownloadValidator {
         self.size = Some(size);
         self.sha256 = Some(sha256);
         self.next_offset = offset + len;
-        Ok(())
+        Ok(start)
     }
 
     fn too_long(&self, offset: u64, len: u64, asked: u64, size: u64) -> DownloadError {
@@ -405,14 +435,31 @@ impl DownloadValidator {
     }
 }
 
-/// Decodes `encoded` into `bytes` (emptied when it is not base64), with the vectorised
-/// decoder; the scalar one, which refuses the same texts (property-tested), says why not.
-fn decode_into(encoded: &str, bytes: &mut Vec<u8>) -> Result<(), DecodeSliceError> {
+/// Decodes `encoded` into `bytes` where `placement` says (emptied when it is not base64),
+/// with the vectorised decoder; the scalar one, which refuses the same texts
+/// (property-tested), says why not. Returns where the decoded bytes start.
+fn decode_into(
+    encoded: &str,
+    bytes: &mut Vec<u8>,
+    placement: Placement,
+) -> Result<usize, DecodeSliceError> {
     bytes.clear();
+    let start = match placement {
+        Placement::AtStart => 0,
+        Placement::Aligned => {
+            // Room for the padding and the scalar decoder's estimate, never under the
+            // exact length: the decoding does not move the buffer, and the start stays
+            // aligned. `align_offset` may answer "cannot": the chunk then starts unaligned.
+            bytes.reserve(base64::decoded_len_estimate(encoded.len()) + ALIGN);
+            let start = bytes.as_ptr().align_offset(ALIGN).min(ALIGN);
+            bytes.resize(start, 0);
+            start
+        }
+    };
     // Decoded into the buffer's room as it is, not zeroed first: a chunk's buffer goes
     // round, and zeroing it for each chunk would cost a good part of the decoding.
     match base64_simd::STANDARD.decode_append(encoded, bytes) {
-        Ok(()) => Ok(()),
+        Ok(()) => Ok(start),
         Err(_) => {
             bytes.clear();
             // Never `None`: both refuse the same texts.
@@ -431,20 +478,27 @@ mod tests {
     use base64::engine::general_purpose::STANDARD;
     use proptest::prelude::*;
 
-    use super::decode_into;
+    use super::{ALIGN, Placement, decode_into};
 
     proptest! {
         #[test]
         fn an_answer_decodes_as_the_scalar_decoder_reads_it(
             encoded in "[A-Za-z0-9+/]{0,64}={0,3}[A-Za-z0-9+/=_ -]{0,2}",
             held in prop::collection::vec(any::<u8>(), 0..80),
+            aligned in any::<bool>(),
         ) {
             let mut bytes = held;
-            let decoded = decode_into(&encoded, &mut bytes);
+            let placement = if aligned { Placement::Aligned } else { Placement::AtStart };
+            let decoded = decode_into(&encoded, &mut bytes, placement);
             match STANDARD.decode(&encoded) {
                 Ok(expected) => {
-                    prop_assert!(decoded.is_ok());
-                    prop_assert_eq!(bytes, expected);
+                    let start = decoded.expect("decoded");
+                    if aligned {
+                        prop_assert_eq!(bytes[start..].as_ptr().align_offset(ALIGN), 0);
+                    } else {
+                        prop_assert_eq!(start, 0);
+                    }
+                    prop_assert_eq!(&bytes[start..], &expected[..]);
                 }
                 Err(_) => {
                     prop_assert_eq!(decoded.err(), STANDARD.decode_slice(&encoded, &mut [0; 64][..]).err());
