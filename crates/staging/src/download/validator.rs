@@ -224,8 +224,9 @@ impl DownloadValidator {
     }
 
     /// As [`handle_answer_unhashed_into`](Self::handle_answer_unhashed_into), the chunk
-    /// decoded at the first address in `bytes` aligned to [`ALIGN`] (where the buffer's
-    /// room allows, else at its start); returns where the chunk starts in `bytes`.
+    /// decoded at the first address in `bytes` aligned to [`ALIGN`] (unaligned, in the
+    /// rare case the address cannot be worked out); returns where the chunk starts in
+    /// `bytes`, the bytes before it being padding.
     pub(crate) fn handle_answer_unhashed_aligned(
         &mut self,
         answer: &Value,
