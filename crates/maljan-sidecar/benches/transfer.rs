@@ -6,6 +6,12 @@
 //! The limit is measured on both sides because a machine's speed can drift over minutes: a
 //! transfer is compared with the limit next to it.
 //!
+//! Each transfer ends with its file written and made durable, so the disk is measured
+//! beside the limit, before and after the transfers too: 256 MiB written the way the
+//! transfers write (one 4 MiB direct write at a time, synced as it goes and at the end),
+//! with nothing else to do. A transfer cannot be faster than that; where the disk is
+//! slower than the limit, it is the disk that a transfer's speed says most about.
+//!
 //! The upload is the job's sample, as the client stages it: its digest was taken when it
 //! was copied into the job, so it is announced without a first read (the same goes for a
 //! file of the artefact store, named by its digest). A file whose digest is not known is
@@ -15,6 +21,7 @@
 #![allow(missing_docs)]
 
 use std::io::Write;
+use std::path::Path;
 use std::sync::Arc;
 
 use base64::Engine;
@@ -24,6 +31,7 @@ use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_mai
 use maljan_client::{
     ClientSettings, ConnectionContext, Job, ServerCommand, ServerConfig, ServerConnection,
 };
+use maljan_direct_write::{ALIGN, DirectWriter};
 use maljan_staging::{CHUNK_BYTES, Origin, UploadMode, download, upload, upload_with_digest};
 use sha2::{Digest, Sha256};
 use tokio::runtime::Runtime;
@@ -33,6 +41,37 @@ const SIZE: usize = 256 * 1024 * 1024;
 /// The sidecar's budget for the job's files: its job counts every byte uploaded to it,
 /// and this bench uploads the file dozens of times into one job.
 const JOB_BYTES: u64 = 1 << 40;
+
+/// Writes the file's size to a new file in `dir` as the transfers write theirs, 4 MiB at a
+/// time from one aligned buffer, and makes it durable: the disk's own speed.
+fn bench_disk(group: &mut criterion::BenchmarkGroup<'_, WallTime>, name: &str, dir: &Path) {
+    let chunk = CHUNK_BYTES as usize;
+    let mut buffer = vec![0u8; chunk + ALIGN];
+    let start = buffer.as_ptr().align_offset(ALIGN);
+    let aligned = &mut buffer[start..start + chunk];
+    for (i, byte) in aligned.iter_mut().enumerate() {
+        *byte = ((i * 13) ^ (i >> 11)) as u8;
+    }
+    let aligned = &*aligned;
+    let path = dir.join("disk-alone.bin");
+    group.bench_function(name, |b| {
+        b.iter_batched(
+            || match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => panic!("{e}"),
+                _ => {}
+            },
+            |()| {
+                let mut file = DirectWriter::create(&path).expect("the disk's file");
+                for _ in 0..SIZE / chunk {
+                    file.write_all(aligned).expect("written");
+                }
+                file.finish().expect("made durable")
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    std::fs::remove_file(&path).expect("the disk's file");
+}
 
 /// Resets the peak resident memory to the current one (Linux 4.0 and later), so the peak
 /// read later is the transfers' own, not the limit's copy of the file made before them.
@@ -379,12 +418,14 @@ fn bench(c: &mut Criterion) {
     let encoded = EncodedFile::read(&sample.path);
     bench_limit(&mut group, "single_core_limit_before_transfers", &encoded);
     drop(encoded);
+    bench_disk(&mut group, "disk_alone_before_transfers", dir.path());
     let mut costs = Vec::new();
     for connect in [Wire::stdio, Wire::http] {
         let wire = connect(&runtime, &job);
         costs.push(bench_wire(&mut group, &runtime, &job, &sample, &wire));
         wire.close(&runtime);
     }
+    bench_disk(&mut group, "disk_alone_after_transfers", dir.path());
     let encoded = EncodedFile::read(&sample.path);
     bench_limit(&mut group, "single_core_limit_after_transfers", &encoded);
     group.finish();
