@@ -23,6 +23,31 @@ use background_sync::BackgroundSync;
 /// ```
 pub const ALIGN: usize = 4096;
 
+/// Empties `buffer` and pads it to its first address aligned to [`ALIGN`], with room after
+/// that for `room` bytes: bytes then appended (up to `room`) do not move the buffer, and
+/// start at the index returned, aligned, so that [`DirectWriter::write_all`] writes them
+/// straight from there (a file chunk decoded into the buffer, say).
+///
+/// The padding is zeros, at most [`ALIGN`] bytes. Should the address's alignment not be
+/// worked out (Rust allows `align_offset` to say so), the index is [`ALIGN`], unaligned, and
+/// the bytes are written through the writer's block instead.
+///
+/// ```
+/// use maljan_direct_write::{ALIGN, pad_to_aligned};
+/// let mut buffer = b"old bytes".to_vec();
+/// let start = pad_to_aligned(&mut buffer, 10_000);
+/// buffer.extend_from_slice(&[7; 10_000]);
+/// assert_eq!(buffer[start..].as_ptr().align_offset(ALIGN), 0);
+/// assert_eq!(&buffer[start..], &[7; 10_000]);
+/// ```
+pub fn pad_to_aligned(buffer: &mut Vec<u8>, room: usize) -> usize {
+    buffer.clear();
+    buffer.reserve(ALIGN + room);
+    let start = buffer.as_ptr().align_offset(ALIGN).min(ALIGN);
+    buffer.resize(start, 0);
+    start
+}
+
 /// Bytes gathered before each direct write: larger blocks wrote no faster, for more memory.
 pub const BLOCK_BYTES: usize = 1024 * 1024;
 
@@ -308,9 +333,10 @@ struct AlignedBlock {
 
 impl AlignedBlock {
     fn new() -> Self {
-        let storage = vec![0u8; BLOCK_BYTES + ALIGN];
-        // `align_offset` may answer "cannot" (usize::MAX): the writer then writes buffered.
-        let start = storage.as_ptr().align_offset(ALIGN).min(ALIGN);
+        let mut storage = Vec::new();
+        // Unaligned when the alignment cannot be worked out: the writer then writes buffered.
+        let start = pad_to_aligned(&mut storage, BLOCK_BYTES);
+        storage.resize(start + BLOCK_BYTES, 0);
         AlignedBlock {
             storage,
             start,
@@ -368,9 +394,9 @@ mod tests {
 
     /// `bytes` copied to an address aligned to [`ALIGN`], inside a larger vector.
     fn aligned_copy(bytes: &[u8]) -> (Vec<u8>, usize) {
-        let mut storage = vec![0u8; bytes.len() + ALIGN];
-        let start = storage.as_ptr().align_offset(ALIGN);
-        storage[start..start + bytes.len()].copy_from_slice(bytes);
+        let mut storage = Vec::new();
+        let start = pad_to_aligned(&mut storage, bytes.len());
+        storage.extend_from_slice(bytes);
         (storage, start)
     }
 
@@ -409,6 +435,23 @@ mod tests {
         ];
         prop::collection::vec((size, any::<u8>()), 0..6)
             .prop_map(|sizes| sizes.into_iter().map(|(n, s)| pattern(n, s)).collect())
+    }
+
+    proptest! {
+        #[test]
+        fn a_padded_buffer_takes_its_room_in_place_from_an_aligned_start(
+            before in prop::collection::vec(any::<u8>(), 0..10_000),
+            room in 0..20_000usize,
+        ) {
+            let mut buffer = before;
+            let start = pad_to_aligned(&mut buffer, room);
+            prop_assert_eq!(buffer.len(), start);
+            prop_assert!(buffer.iter().all(|b| *b == 0));
+            let at = buffer.as_ptr();
+            buffer.extend(std::iter::repeat_n(1u8, room));
+            prop_assert_eq!(buffer.as_ptr(), at, "the room was taken without moving the buffer");
+            prop_assert_eq!(buffer[start..].as_ptr().align_offset(ALIGN), 0);
+        }
     }
 
     proptest! {

@@ -31,7 +31,7 @@ use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_mai
 use maljan_client::{
     ClientSettings, ConnectionContext, Job, ServerCommand, ServerConfig, ServerConnection,
 };
-use maljan_direct_write::{ALIGN, DirectWriter};
+use maljan_direct_write::{DirectWriter, pad_to_aligned};
 use maljan_staging::{CHUNK_BYTES, Origin, UploadMode, download, upload, upload_with_digest};
 use sha2::{Digest, Sha256};
 use tokio::runtime::Runtime;
@@ -46,13 +46,10 @@ const JOB_BYTES: u64 = 1 << 40;
 /// time from one aligned buffer, and makes it durable: the disk's own speed.
 fn bench_disk(group: &mut criterion::BenchmarkGroup<'_, WallTime>, name: &str, dir: &Path) {
     let chunk = CHUNK_BYTES as usize;
-    let mut buffer = vec![0u8; chunk + ALIGN];
-    let start = buffer.as_ptr().align_offset(ALIGN);
-    let aligned = &mut buffer[start..start + chunk];
-    for (i, byte) in aligned.iter_mut().enumerate() {
-        *byte = ((i * 13) ^ (i >> 11)) as u8;
-    }
-    let aligned = &*aligned;
+    let mut buffer = Vec::new();
+    let start = pad_to_aligned(&mut buffer, chunk);
+    buffer.extend((0..chunk).map(|i| ((i * 13) ^ (i >> 11)) as u8));
+    let aligned = &buffer[start..];
     let path = dir.join("disk-alone.bin");
     group.bench_function(name, |b| {
         b.iter_batched(

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use maljan_direct_write::{ALIGN, DirectWriter};
+use maljan_direct_write::{ALIGN, DirectWriter, pad_to_aligned};
 use maljan_mcp_proto::maljan::ToolFailure;
 use serde_json::json;
 use sha2::Digest;
@@ -250,12 +250,10 @@ impl DecodedChunk {
     pub(super) fn decode(content: &[u8]) -> Result<Self, String> {
         let room = base64::decoded_len_estimate(content.len());
         let mut buffer = LARGE_BUFFERS.take(room + ALIGN);
-        // `align_offset` may answer "cannot": the chunk is then decoded unaligned, and copied.
-        let start = buffer.as_ptr().align_offset(ALIGN).min(ALIGN);
-        buffer.resize(start, 0);
         // Decoded into the room after `start` as it is, not zeroed first; the room is the
         // scalar decoder's estimate, never under the exact length, so the buffer is not
         // moved (and the start stays aligned).
+        let start = pad_to_aligned(&mut buffer, room);
         match base64_simd::STANDARD.decode_append(content, &mut buffer) {
             Ok(()) => {
                 let len = buffer.len() - start;

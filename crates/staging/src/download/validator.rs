@@ -3,7 +3,7 @@
 
 use base64::engine::general_purpose::STANDARD;
 use base64::{DecodeError, DecodeSliceError, Engine};
-use maljan_direct_write::ALIGN;
+use maljan_direct_write::pad_to_aligned;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -78,8 +78,9 @@ enum Hashing {
 enum Placement {
     /// At the buffer's start: the buffer holds the chunk and nothing else.
     AtStart,
-    /// At the buffer's first address aligned to [`ALIGN`], so that the chunk can be written
-    /// past the page cache straight from there rather than copied block by block.
+    /// At the buffer's first address aligned to [`ALIGN`](maljan_direct_write::ALIGN), so
+    /// that the chunk can be written past the page cache straight from there rather than
+    /// copied block by block.
     Aligned,
 }
 
@@ -224,9 +225,10 @@ impl DownloadValidator {
     }
 
     /// As [`handle_answer_unhashed_into`](Self::handle_answer_unhashed_into), the chunk
-    /// decoded at the first address in `bytes` aligned to [`ALIGN`] (unaligned, in the
-    /// rare case the address cannot be worked out); returns where the chunk starts in
-    /// `bytes`, the bytes before it being padding.
+    /// decoded at the first address in `bytes` aligned to
+    /// [`ALIGN`](maljan_direct_write::ALIGN) (unaligned, in the rare case the address cannot
+    /// be worked out); returns where the chunk starts in `bytes`, the bytes before it being
+    /// padding.
     pub(crate) fn handle_answer_unhashed_aligned(
         &mut self,
         answer: &Value,
@@ -447,15 +449,9 @@ fn decode_into(
     bytes.clear();
     let start = match placement {
         Placement::AtStart => 0,
-        Placement::Aligned => {
-            // Room for the padding and the scalar decoder's estimate, never under the
-            // exact length: the decoding does not move the buffer, and the start stays
-            // aligned. `align_offset` may answer "cannot": the chunk then starts unaligned.
-            bytes.reserve(base64::decoded_len_estimate(encoded.len()) + ALIGN);
-            let start = bytes.as_ptr().align_offset(ALIGN).min(ALIGN);
-            bytes.resize(start, 0);
-            start
-        }
+        // Room for the scalar decoder's estimate, never under the exact length: the
+        // decoding does not move the buffer, and the start stays aligned.
+        Placement::Aligned => pad_to_aligned(bytes, base64::decoded_len_estimate(encoded.len())),
     };
     // Decoded into the buffer's room as it is, not zeroed first: a chunk's buffer goes
     // round, and zeroing it for each chunk would cost a good part of the decoding.
@@ -479,7 +475,9 @@ mod tests {
     use base64::engine::general_purpose::STANDARD;
     use proptest::prelude::*;
 
-    use super::{ALIGN, Placement, decode_into};
+    use maljan_direct_write::ALIGN;
+
+    use super::{Placement, decode_into};
 
     proptest! {
         #[test]
