@@ -9,8 +9,9 @@
 //! Each transfer ends with its file written and made durable, so the disk is measured
 //! beside the limit, before and after the transfers too: 256 MiB written the way the
 //! transfers write (one 4 MiB direct write at a time, synced as it goes and at the end),
-//! with nothing else to do. A transfer cannot be faster than that; where the disk is
-//! slower than the limit, it is the disk that a transfer's speed says most about.
+//! back to back. Where that is slower than the limit, the transfers' writes wait on a
+//! device that cannot keep the limit's pace; it is no strict bound, as a transfer leaves
+//! the device gaps between its writes.
 //!
 //! The upload is the job's sample, as the client stages it: its digest was taken when it
 //! was copied into the job, so it is announced without a first read (the same goes for a
