@@ -499,6 +499,36 @@ mod tests {
     }
 
     #[test]
+    fn aligned_bytes_the_filesystem_refuses_go_through_the_page_cache_and_so_does_the_rest() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("out");
+        let mut writer = DirectWriter::create(&path).expect("created");
+        if !writer.is_direct() {
+            eprintln!("this filesystem takes no direct writes: the refusal cannot be shown here");
+            return;
+        }
+        // The file's offset one byte off the alignment (a hole of one byte before it): the
+        // kernel refuses the straight write of aligned bytes with EINVAL, as a filesystem
+        // that opens files for direct I/O and then refuses their writes does.
+        writer.written = 1;
+        let mut expected = vec![0u8];
+        for (number, piece) in [pattern(2 * BLOCK_BYTES + 100, 5), pattern(BLOCK_BYTES, 6)]
+            .iter()
+            .enumerate()
+        {
+            let (storage, start) = aligned_copy(piece);
+            writer
+                .write_all(&storage[start..start + piece.len()])
+                .expect("written");
+            assert!(!writer.is_direct(), "piece {number}: direct writes are off");
+            expected.extend_from_slice(piece);
+            assert_eq!(writer.len(), expected.len() as u64);
+        }
+        assert_eq!(writer.finish().expect("finished"), expected.len() as u64);
+        assert!(std::fs::read(&path).expect("read") == expected);
+    }
+
+    #[test]
     fn aligned_bytes_go_out_at_once_in_whole_multiples_of_the_alignment() {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("out");
