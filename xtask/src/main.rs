@@ -17,9 +17,10 @@
 //!   rmcp, the Python SDK, server-everything), over stdio and Streamable HTTP, repetitions
 //!   interleaved; prints the medians, their spread and our ratios to each peer; `--busy`
 //!   measures with threads spinning beside the bench (one for every two cores).
-//! - `bench --transfers [--runs N]`: the 256 MiB transfer benchmark (stdio and Streamable
-//!   HTTP) run N times (5), each transfer as a share of its own run's single-core limit; the
-//!   worst and the median, the client's peak memory; fails under half the limit or at 64 MiB.
+//! - `bench --transfers [--runs N] [--in-memory]`: the 256 MiB transfer benchmark (stdio and
+//!   Streamable HTTP) run N times (5), each transfer as a share of its own run's single-core
+//!   limit; the worst and the median, the client's peak memory; fails under half the limit or
+//!   at 64 MiB. `--in-memory`: every file in `/dev/shm`, the code's share without the disk.
 //! - `graph`: checks the README's crate graph against the manifests.
 //! - `examples`: builds and runs each pick's example (a stdio and an HTTP session, the
 //!   classifier, the breaker, the ledger, the kit's echo server) and checks what it prints.

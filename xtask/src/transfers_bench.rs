@@ -14,6 +14,11 @@
 //! that the transfers' writes wait on. It is not a bound (a transfer leaves the device gaps
 //! between its writes, and was seen to beat it), and the target stays the share of the
 //! limit.
+//!
+//! `--in-memory` puts every file of the run (the sample, the sidecar's uploads, the
+//! downloads, the disk row's) in `/dev/shm`, through the bench's and the sidecar's
+//! `TMPDIR`: what the transfers reach with no device to wait on, the code's own share of
+//! the limit. It says nothing of the disk, and the summary says so.
 
 use std::path::{Path, PathBuf};
 
@@ -51,24 +56,45 @@ struct Run {
     peaks: Vec<(String, u64)>,
 }
 
-/// Reads `--runs N`, runs the benchmark N times and prints each run and the summary; fails
-/// when a transfer fell under half the limit or the client's peak reached the bound.
+/// Where `--in-memory` puts the run's files.
+const IN_MEMORY: &str = "/dev/shm";
+
+/// Reads `--runs N` and `--in-memory`, runs the benchmark N times and prints each run and
+/// the summary; fails when a transfer fell under half the limit or the client's peak
+/// reached the bound.
 pub(crate) fn run_from_args(args: &[String]) -> Result<(), String> {
-    let runs = match args {
-        [] => 5,
-        [flag, n] if flag == "--runs" => n
-            .parse::<usize>()
-            .ok()
-            .filter(|n| *n > 0)
-            .ok_or("--runs takes a number above 0")?,
-        _ => return Err("usage: cargo xtask bench --transfers [--runs N]".to_owned()),
-    };
+    const USAGE: &str = "usage: cargo xtask bench --transfers [--runs N] [--in-memory]";
+    let mut runs = 5;
+    let mut in_memory = false;
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--runs" => {
+                runs = args
+                    .next()
+                    .and_then(|n| n.parse::<usize>().ok())
+                    .filter(|n| *n > 0)
+                    .ok_or("--runs takes a number above 0")?;
+            }
+            "--in-memory" => in_memory = true,
+            _ => return Err(format!("{arg}: not an option; {USAGE}")),
+        }
+    }
+    if in_memory && !Path::new(IN_MEMORY).is_dir() {
+        return Err(format!(
+            "--in-memory puts the files in {IN_MEMORY}, which this machine has not"
+        ));
+    }
     let criterion = target_dir().join("criterion").join(GROUP);
     let mut results = Vec::with_capacity(runs);
     for number in 1..=runs {
         println!("xtask bench --transfers: run {number} of {runs}");
-        let output = cargo_command()
-            .args(["bench", "-p", "maljan-sidecar", "--bench", "transfer"])
+        let mut bench = cargo_command();
+        bench.args(["bench", "-p", "maljan-sidecar", "--bench", "transfer"]);
+        if in_memory {
+            bench.env("TMPDIR", IN_MEMORY);
+        }
+        let output = bench
             // Criterion's report as it goes; stderr, which says the peaks, is read after.
             .stdout(std::process::Stdio::inherit())
             .output()
@@ -85,7 +111,7 @@ pub(crate) fn run_from_args(args: &[String]) -> Result<(), String> {
         println!("{}", describe(&run));
         results.push(run);
     }
-    summarize(&results, runs)
+    summarize(&results, runs, in_memory)
 }
 
 /// The median time of one benchmark of the last run, in nanoseconds, from criterion's
@@ -154,8 +180,13 @@ fn describe(run: &Run) -> String {
     )
 }
 
-fn summarize(results: &[Run], runs: usize) -> Result<(), String> {
+fn summarize(results: &[Run], runs: usize, in_memory: bool) -> Result<(), String> {
     println!("\n{runs} runs; each transfer as a share of the single-core limit of its own run");
+    if in_memory {
+        println!(
+            "every file in {IN_MEMORY} (--in-memory): no device to wait on, the disk row is memory's"
+        );
+    }
     println!(
         "| transfer | worst | median | runs at {:.0} % or more |",
         TARGET_SHARE * 100.0
