@@ -78,6 +78,9 @@ impl std::fmt::Display for OpenRefusal {
 #[derive(Debug)]
 pub(super) struct Sessions<K> {
     table: Mutex<HashMap<K, Arc<Session>>>,
+    /// Held while jobs taken out of the table are ended, so that a job is told gone only
+    /// once its directory is: a lookup that misses waits for it.
+    ending: Mutex<()>,
     max: usize,
     max_per_peer: usize,
     idle: Duration,
@@ -87,15 +90,20 @@ impl<K: Eq + Hash + Clone> Sessions<K> {
     pub(super) fn new(max: usize, max_per_peer: usize, idle: Duration) -> Self {
         Sessions {
             table: Mutex::default(),
+            ending: Mutex::default(),
             max,
             max_per_peer,
             idle,
         }
     }
 
-    /// The job under `key`, touched; `None` when there is none.
+    /// The job under `key`, touched; `None` when there is none, and then only once a job
+    /// being ended has its directory removed.
     pub(super) fn get(&self, key: &K) -> Option<Arc<Session>> {
-        let session = lock(&self.table).get(key).cloned()?;
+        let Some(session) = lock(&self.table).get(key).cloned() else {
+            drop(lock(&self.ending));
+            return None;
+        };
         session.touch();
         Some(session)
     }
@@ -134,12 +142,14 @@ impl<K: Eq + Hash + Clone> Sessions<K> {
 
     /// Ends the job under `key`: `false` when there is none.
     pub(super) fn end(&self, key: &K) -> bool {
+        let _ending = lock(&self.ending);
         let removed = lock(&self.table).remove(key);
         removed.inspect(|s| s.end()).is_some()
     }
 
     /// Ends the jobs idle as long as the table allows or longer, with nothing using them.
     pub(super) fn end_idle(&self) {
+        let _ending = lock(&self.ending);
         let now = Instant::now();
         let expired: Vec<Arc<Session>> = {
             let mut table = lock(&self.table);
@@ -165,6 +175,7 @@ impl<K: Eq + Hash + Clone> Sessions<K> {
 
     /// Ends every job.
     pub(super) fn end_all(&self) {
+        let _ending = lock(&self.ending);
         let all: Vec<Arc<Session>> = lock(&self.table).drain().map(|(_, s)| s).collect();
         for session in &all {
             session.end();
@@ -202,6 +213,31 @@ mod tests {
         assert!(sessions.end(&"a"));
         assert!(!dir.exists());
         assert!(sessions.get(&"a").is_none());
+    }
+
+    #[test]
+    fn a_job_told_gone_has_its_directory_removed_whoever_ends_it() {
+        // The expiry runs on a timer of its own: a caller that looks the job up meanwhile
+        // must not hear "gone" while its directory is still there.
+        let sessions = Sessions::new(4, 4, Duration::ZERO);
+        for round in 0..50 {
+            let session = sessions.open("a", HERE).unwrap();
+            let dir = session.job.dir().unwrap().to_path_buf();
+            for file in 0..8 {
+                std::fs::write(dir.join(file.to_string()), [0u8; 4096]).unwrap();
+            }
+            drop(session);
+            std::thread::scope(|scope| {
+                scope.spawn(|| sessions.end_idle());
+                while sessions.get(&"a").is_some() {
+                    std::hint::spin_loop();
+                }
+                assert!(
+                    !dir.exists(),
+                    "round {round}: told gone before its directory"
+                );
+            });
+        }
     }
 
     #[test]
