@@ -426,6 +426,22 @@ mod tests {
         expected
     }
 
+    /// A writer of a new file in `dir`, and the file's path; `None`, saying what cannot be
+    /// shown, where the filesystem takes no direct writes.
+    fn direct_writer(
+        dir: &tempfile::TempDir,
+        not_shown: &str,
+    ) -> Option<(std::path::PathBuf, DirectWriter)> {
+        let path = dir.path().join("out");
+        let writer = DirectWriter::create(&path).expect("created");
+        if writer.is_direct() {
+            Some((path, writer))
+        } else {
+            eprintln!("this filesystem takes no direct writes: {not_shown}");
+            None
+        }
+    }
+
     fn any_pieces() -> impl Strategy<Value = Vec<Vec<u8>>> {
         let size = prop_oneof![
             0..64usize,
@@ -481,12 +497,10 @@ mod tests {
     #[test]
     fn a_block_the_filesystem_refuses_is_written_through_the_page_cache_and_so_is_the_rest() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let path = dir.path().join("out");
-        let mut writer = DirectWriter::create(&path).expect("created");
-        if !writer.is_direct() {
-            eprintln!("this filesystem takes no direct writes: the refusal cannot be shown here");
+        let Some((path, mut writer)) = direct_writer(&dir, "the refusal cannot be shown here")
+        else {
             return;
-        }
+        };
         // A buffer one byte off the alignment: the kernel refuses the direct write with
         // EINVAL, as a filesystem that takes no direct writes does.
         let start = writer.block.start;
@@ -501,12 +515,10 @@ mod tests {
     #[test]
     fn aligned_bytes_the_filesystem_refuses_go_through_the_page_cache_and_so_does_the_rest() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let path = dir.path().join("out");
-        let mut writer = DirectWriter::create(&path).expect("created");
-        if !writer.is_direct() {
-            eprintln!("this filesystem takes no direct writes: the refusal cannot be shown here");
+        let Some((path, mut writer)) = direct_writer(&dir, "the refusal cannot be shown here")
+        else {
             return;
-        }
+        };
         // The file's offset one byte off the alignment (a hole of one byte before it): the
         // kernel refuses the straight write of aligned bytes with EINVAL, as a filesystem
         // that opens files for direct I/O and then refuses their writes does.
@@ -531,12 +543,9 @@ mod tests {
     #[test]
     fn aligned_bytes_go_out_at_once_in_whole_multiples_of_the_alignment() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let path = dir.path().join("out");
-        let mut writer = DirectWriter::create(&path).expect("created");
-        if !writer.is_direct() {
-            eprintln!("this filesystem takes no direct writes: nothing goes straight");
+        let Some((path, mut writer)) = direct_writer(&dir, "nothing goes straight") else {
             return;
-        }
+        };
         let bytes = pattern(5 * ALIGN + 10, 4);
         let (storage, start) = aligned_copy(&bytes);
         writer
