@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 /// Receives one chunked upload in memory, storing chunks in offset order whatever order
 /// their calls run in; `allows` is the `chunks_in_flight` its `put_sample_begin` answers,
 /// `grow` a file to append to when the upload begins (after the client hashed it, before
-/// it reads it to send). A chunk's call is held until `hold_until` calls are in flight or
+/// it reads it to send), `flip` a file and the offset of a byte to change then. A chunk's call is held until `hold_until` calls are in flight or
 /// the last chunk has come, so the most seen in flight is what the client sends ahead,
 /// not how fast its reading thread happened to be; once a hold runs out, no more are held.
 #[derive(Default)]
@@ -25,6 +25,7 @@ struct MemoryServer {
     calls: Mutex<Vec<String>>,
     allows: Option<u64>,
     grow: Option<PathBuf>,
+    flip: Option<(PathBuf, usize)>,
     hold_until: usize,
     size: AtomicU64,
     last_came: AtomicBool,
@@ -48,6 +49,11 @@ impl ToolCaller for MemoryServer {
                     let mut bytes = std::fs::read(path).expect("read");
                     bytes.push(b'!');
                     std::fs::write(path, bytes).expect("grow");
+                }
+                if let Some((path, at)) = &self.flip {
+                    let mut bytes = std::fs::read(path).expect("read");
+                    bytes[*at] ^= 0x80;
+                    std::fs::write(path, bytes).expect("flip");
                 }
                 let size = arguments["size"].as_u64().expect("size");
                 self.size.store(size, Ordering::SeqCst);
@@ -176,6 +182,48 @@ proptest! {
             prop_assert_eq!(result.expect("uploaded").size, file.len() as u64);
             prop_assert!(finished);
         }
+    }
+}
+
+/// A file hashed first and changed before it is sent: whichever chunk changed, the upload
+/// is not finished and the error states the sha256 of the bytes sent.
+#[test]
+fn a_file_changed_after_it_was_hashed_is_told_with_the_digest_of_the_bytes_sent() {
+    let original: Vec<u8> = (0..5000u32).map(|i| (i * 7 % 251) as u8).collect();
+    for at in [0, 1023, 1024, 2500, 4999] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("f");
+        std::fs::write(&path, &original).expect("write");
+        let server = MemoryServer {
+            flip: Some((path.clone(), at)),
+            ..MemoryServer::default()
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        let result = runtime.block_on(upload(
+            &server,
+            &path,
+            "f",
+            UploadMode::Chunked,
+            1024,
+            |_, _| {},
+        ));
+        let sent = server.received.lock().expect("lock").clone();
+        assert_eq!(sent, std::fs::read(&path).expect("read"), "changed at {at}");
+        match result {
+            Err(UploadError::ChangedDuringUpload { expected, read, .. }) => {
+                assert_eq!(expected, format!("{:x}", Sha256::digest(&original)));
+                assert_eq!(
+                    read,
+                    format!("{:x}", Sha256::digest(&sent)),
+                    "changed at {at}"
+                );
+            }
+            other => panic!("changed at {at}: {other:?}"),
+        }
+        let calls = server.calls.lock().expect("lock").clone();
+        assert!(!calls.iter().any(|c| c == "put_sample_finish"), "{calls:?}");
     }
 }
 

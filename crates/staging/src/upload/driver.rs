@@ -13,6 +13,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 
+use super::chunk_marks::{SentDigest, hash_marked};
 use super::{UploadError, UploadMode, UploadReceipt, UploadValidator};
 use crate::ToolCaller;
 use crate::caller::send_at_once;
@@ -40,7 +41,7 @@ fn read_error(path: &Path) -> impl Fn(std::io::Error) -> UploadError + '_ {
 }
 
 /// Reads up to `buf.len()` bytes (fewer only at the end of the file).
-fn fill(file: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+pub(super) fn fill(file: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
     let mut filled = 0;
     while filled < buf.len() {
         match file.read(&mut buf[filled..]) {
@@ -54,7 +55,7 @@ fn fill(file: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
 }
 
 /// Reads the first `size` bytes of a file into the buffers handed to it on `empty`, hashing
-/// as it reads, and hands each filled buffer on with its length; returns the size and sha256
+/// as it reads (`sent`), and hands each filled buffer on with its length; returns the size and sha256
 /// of the bytes read (the size is one more than `size` when the file has grown since).
 /// Stops early, without error, when the receiving side is gone.
 ///
@@ -63,18 +64,18 @@ fn fill(file: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
 fn read_chunks(
     path: &Path,
     size: u64,
+    mut sent: SentDigest,
     empty: &std::sync::mpsc::Receiver<Vec<u8>>,
     filled: &mpsc::Sender<(Vec<u8>, usize)>,
 ) -> std::io::Result<(u64, String)> {
     let mut file = File::open(path)?.take(size);
-    let mut hasher = Sha256::new();
     let mut read = 0u64;
     while let Ok(mut buf) = empty.recv() {
         let n = fill(&mut file, &mut buf)?;
         if n == 0 {
             break;
         }
-        hasher.update(&buf[..n]);
+        sent.update(&buf[..n]);
         read += n as u64;
         if filled.blocking_send((buf, n)).is_err() {
             break;
@@ -83,7 +84,7 @@ fn read_chunks(
     if read == size && fill(&mut file.into_inner(), &mut [0u8; 1])? > 0 {
         read += 1;
     }
-    Ok((read, format!("{:x}", hasher.finalize())))
+    Ok((read, sent.finish()))
 }
 
 /// `bytes` in base64, in a string of the right size: a kept one (the transports give a
@@ -99,8 +100,12 @@ fn encode(bytes: &[u8]) -> String {
 /// Uploads `local` to a server as `name`.
 ///
 /// The file is hashed first (its digest is announced); then, chunked, it is streamed from
-/// disk `chunk_len` bytes at a time, hashed again as read, and `put_sample_finish` is called
-/// only when the bytes sent match the digest announced. When the server's
+/// disk `chunk_len` bytes at a time, checked again as read, and `put_sample_finish` is
+/// called only when the bytes sent match the digest announced. The first read notes each
+/// chunk's BLAKE3 and the sha256 state before it; the second compares each chunk's BLAKE3
+/// with the first's (a changed chunk cannot pass unseen: BLAKE3 is as collision resistant
+/// as sha256, and several times faster) and hashes with sha256 only from a chunk that
+/// differs, so a changed file is still told with the sha256 of the bytes sent. When the server's
 /// `put_sample_begin` answer allows it (`chunks_in_flight`, as the kit's does), up to three
 /// chunks are kept in flight, so the server stores one while the next are read, encoded and
 /// sent; otherwise one at a time. Single, the whole file goes in one
@@ -115,18 +120,34 @@ pub async fn upload<C: ToolCaller>(
     progress: impl FnMut(u64, u64),
 ) -> Result<UploadReceipt, UploadError> {
     let start = Instant::now();
-    let (size, sha256) = hash_file(local).await.map_err(read_error(local))?;
-    upload_with_digest(
+    let (size, sha256, sent) = match mode {
+        UploadMode::Chunked => {
+            let source = local.to_owned();
+            let (size, sha256, marks) =
+                tokio::task::spawn_blocking(move || hash_marked(&source, chunk_len))
+                    .await
+                    .map_err(std::io::Error::other)
+                    .and_then(|r| r)
+                    .map_err(read_error(local))?;
+            (size, sha256, SentDigest::Checking { marks, next: 0 })
+        }
+        UploadMode::Single => {
+            let (size, sha256) = hash_file(local).await.map_err(read_error(local))?;
+            (size, sha256, SentDigest::Hashing(Sha256::new()))
+        }
+    };
+    let receipt = upload_announced(
         caller,
         local,
         name,
         (size, sha256),
+        sent,
         mode,
         chunk_len,
         progress,
     )
-    .await
-    .map(|receipt| UploadReceipt {
+    .await?;
+    Ok(UploadReceipt {
         duration: start.elapsed(),
         ..receipt
     })
@@ -153,6 +174,33 @@ pub async fn upload_with_digest<C: ToolCaller>(
     local: &Path,
     name: &str,
     (size, sha256): (u64, String),
+    mode: UploadMode,
+    chunk_len: usize,
+    progress: impl FnMut(u64, u64),
+) -> Result<UploadReceipt, UploadError> {
+    let sent = SentDigest::Hashing(Sha256::new());
+    upload_announced(
+        caller,
+        local,
+        name,
+        (size, sha256),
+        sent,
+        mode,
+        chunk_len,
+        progress,
+    )
+    .await
+}
+
+/// Uploads `local`, its size and digest announced, its bytes checked as they are read by
+/// `sent` (chunked; a single call hashes the whole file).
+#[allow(clippy::too_many_arguments)]
+async fn upload_announced<C: ToolCaller>(
+    caller: &C,
+    local: &Path,
+    name: &str,
+    (size, sha256): (u64, String),
+    sent: SentDigest,
     mode: UploadMode,
     chunk_len: usize,
     mut progress: impl FnMut(u64, u64),
@@ -189,8 +237,9 @@ pub async fn upload_with_digest<C: ToolCaller>(
                 let _ = empty_tx.send(vec![0u8; chunk_len.max(1)]);
             }
             let source = local.to_owned();
-            let reader =
-                tokio::task::spawn_blocking(move || read_chunks(&source, size, &empty, &filled_tx));
+            let reader = tokio::task::spawn_blocking(move || {
+                read_chunks(&source, size, sent, &empty, &filled_tx)
+            });
             let mut in_flight = FuturesOrdered::new();
             let mut all_read = false;
             loop {
