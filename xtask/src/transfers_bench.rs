@@ -27,11 +27,13 @@ use crate::{cargo_command, target_dir};
 /// The criterion group of the benchmark.
 const GROUP: &str = "transfer_256_mib";
 /// The transfers, as criterion names them.
-const TRANSFERS: [&str; 6] = [
+const TRANSFERS: [&str; 8] = [
     "upload_chunked_over_stdio",
+    "upload_digest_at_finish_over_stdio",
     "upload_hashed_first_over_stdio",
     "download_over_stdio",
     "upload_chunked_over_http",
+    "upload_digest_at_finish_over_http",
     "upload_hashed_first_over_http",
     "download_over_http",
 ];

@@ -16,7 +16,10 @@
 //! The upload is the job's sample, as the client stages it: its digest was taken when it
 //! was copied into the job, so it is announced without a first read (the same goes for a
 //! file of the artefact store, named by its digest). A file whose digest is not known is
-//! hashed first: measured too, as `upload_hashed_first`.
+//! measured twice more: sent to the kit, which takes the digest at the finish, in one read
+//! (`upload_digest_at_finish`), and sent to a server that wants it at the beginning (the
+//! sidecar behind a caller refusing to begin without it, as such a server does), hashed
+//! first (`upload_hashed_first`).
 
 // criterion_group! generates an undocumented public function.
 #![allow(missing_docs)]
@@ -33,7 +36,11 @@ use maljan_client::{
     ClientSettings, ConnectionContext, Job, ServerCommand, ServerConfig, ServerConnection,
 };
 use maljan_direct_write::{DirectWriter, pad_to_aligned};
-use maljan_staging::{CHUNK_BYTES, Origin, UploadMode, download, upload, upload_with_digest};
+use maljan_mcp_proto::maljan::{ErrorCode, ToolFailure};
+use maljan_staging::{
+    CHUNK_BYTES, Origin, ToolCaller, UploadMode, download, upload, upload_with_digest,
+};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::runtime::Runtime;
 
@@ -277,10 +284,28 @@ fn connect(runtime: &Runtime, job: &Arc<Job>, config: ServerConfig) -> ServerCon
 /// What one wire's transfers cost beyond their time.
 struct WireCosts {
     peak: String,
-    cpu: [String; 3],
+    cpu: [String; 4],
 }
 
-/// Uploads (known digest, then hashed first) and downloads 256 MiB over one wire.
+/// A server that wants an upload's digest when it begins: it refuses
+/// `put_sample_begin` without `sha256` and passes every other call on.
+struct DigestFirst<'a, C>(&'a C);
+
+impl<C: ToolCaller + Sync> ToolCaller for DigestFirst<'_, C> {
+    async fn call_tool(&self, tool: &str, arguments: Value) -> Result<Value, ToolFailure> {
+        if tool == "put_sample_begin" && arguments.get("sha256").is_none() {
+            return Err(ToolFailure::new(
+                ErrorCode::BadArgument,
+                "the argument sha256 is missing",
+                None,
+            ));
+        }
+        self.0.call_tool(tool, arguments).await
+    }
+}
+
+/// Uploads (known digest; not known, given at the finish; not known, hashed first) and
+/// downloads 256 MiB over one wire.
 fn bench_wire(
     group: &mut criterion::BenchmarkGroup<'_, WallTime>,
     runtime: &Runtime,
@@ -302,10 +327,22 @@ fn bench_wire(
             ))
             .expect("uploaded")
     };
-    let upload_hashed_first = || {
+    let upload_digest_at_finish = || {
         runtime
             .block_on(upload(
                 server,
+                &sample.path,
+                "big.bin",
+                UploadMode::Chunked,
+                CHUNK_BYTES as usize,
+                |_, _| {},
+            ))
+            .expect("uploaded")
+    };
+    let upload_hashed_first = || {
+        runtime
+            .block_on(upload(
+                &DigestFirst(server),
                 &sample.path,
                 "big.bin",
                 UploadMode::Chunked,
@@ -333,6 +370,18 @@ fn bench_wire(
         )
     });
     let upload_cpu = upload_cpu.report("upload");
+    let at_finish_cpu = CpuPerTransfer::start(&wire.server_pid);
+    group.bench_function(format!("upload_digest_at_finish_over_{}", wire.name), |b| {
+        b.iter_batched(
+            remove_upload,
+            |()| {
+                at_finish_cpu.count();
+                upload_digest_at_finish()
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    let at_finish_cpu = at_finish_cpu.report("upload, digest at the finish");
     let hashed_first_cpu = CpuPerTransfer::start(&wire.server_pid);
     group.bench_function(format!("upload_hashed_first_over_{}", wire.name), |b| {
         b.iter_batched(
@@ -391,7 +440,7 @@ fn bench_wire(
              ({hwm_before} MiB when they began, {uploads_peak} MiB after the uploads)",
             wire.name
         ),
-        cpu: [upload_cpu, hashed_first_cpu, download_cpu],
+        cpu: [upload_cpu, at_finish_cpu, hashed_first_cpu, download_cpu],
     }
 }
 

@@ -27,7 +27,8 @@ pub(crate) const INCOMING_DIR: &str = ".incoming";
 pub(crate) struct Upload {
     pub(crate) name: String,
     pub(crate) size: u64,
-    pub(crate) sha256: String,
+    /// The digest announced when it began; when none was, `put_sample_finish` is given it.
+    pub(crate) sha256: Option<String>,
     /// The bytes received in turn (handed to `writer`).
     pub(crate) received: u64,
     /// Its file's name in [`INCOMING_DIR`].

@@ -218,6 +218,60 @@ async fn a_chunk_that_arrives_before_the_bytes_before_it_waits_for_its_turn() {
     assert_eq!(stored, b"abcdef");
 }
 
+/// A client that did not know the file's digest when it began gives it to
+/// `put_sample_finish`: the bytes are checked against it there, as against one announced.
+#[tokio::test]
+async fn a_digest_given_only_at_the_finish_is_checked_there() {
+    let sha = |bytes: &[u8]| format!("{:x}", Sha256::digest(bytes));
+    let cases = [
+        (None, Some(sha(b"abcdef")), Ok(())),
+        (None, Some(sha(b"abcdeF")), Err("not the")),
+        (None, None, Err("no sha256 was given")),
+        (Some(sha(b"abcdef")), Some(sha(b"abcdef")), Ok(())),
+        (
+            Some(sha(b"abcdef")),
+            Some(sha(b"other")),
+            Err("given to put_sample_finish"),
+        ),
+    ];
+    for (at_begin, at_finish, outcome) in cases {
+        let mut client = start(Server::builder("t", "1").file_transfer().build());
+        let mut begin = json!({"name": "s.bin", "size": 6});
+        if let Some(sha) = &at_begin {
+            begin["sha256"] = json!(sha);
+        }
+        client.send(call(1, "put_sample_begin", begin)).await;
+        let begun = client.receive().await;
+        let upload = structured(&begun)["upload_id"]
+            .as_u64()
+            .expect("an upload id");
+        client
+            .send(chunk(2, upload, 0, &STANDARD.encode("abcdef")))
+            .await;
+        assert_eq!(structured(&client.receive().await)["received"], 6);
+        let mut arguments = json!({"upload_id": upload});
+        if let Some(sha) = &at_finish {
+            arguments["sha256"] = json!(sha);
+        }
+        client.send(call(3, "put_sample_finish", arguments)).await;
+        let finished = client.receive().await;
+        let case = format!("{at_begin:?} then {at_finish:?}: {finished}");
+        match outcome {
+            Ok(()) => {
+                let receipt = structured(&finished);
+                assert_eq!(receipt["sha256"], sha(b"abcdef"), "{case}");
+                let path = receipt["path"].as_str().expect(&case);
+                assert_eq!(std::fs::read(path).expect("stored"), b"abcdef", "{case}");
+            }
+            Err(words) => {
+                assert_eq!(finished["result"]["isError"], true, "{case}");
+                let message = structured(&finished)["error"]["message"].to_string();
+                assert!(message.contains(words), "{case}");
+            }
+        }
+    }
+}
+
 #[tokio::test]
 async fn once_a_chunk_in_turn_is_refused_the_chunks_waiting_behind_it_are_refused_at_once() {
     let mut client = start(Server::builder("t", "1").file_transfer().build());

@@ -16,7 +16,9 @@ use sha2::{Digest, Sha256};
 /// Receives one chunked upload in memory, storing chunks in offset order whatever order
 /// their calls run in; `allows` is the `chunks_in_flight` its `put_sample_begin` answers,
 /// `grow` a file to append to when the upload begins (after the client hashed it, before
-/// it reads it to send), `flip` a file and the offset of a byte to change then. A chunk's call is held until `hold_until` calls are in flight or
+/// it reads it to send), `flip` a file and the offset of a byte to change then;
+/// `digest_first` refuses to begin without the file's digest, as a server taking it only
+/// at the beginning does. `finished_with` is the digest `put_sample_finish` was given. A chunk's call is held until `hold_until` calls are in flight or
 /// the last chunk has come, so the most seen in flight is what the client sends ahead,
 /// not how fast its reading thread happened to be; once a hold runs out, no more are held.
 #[derive(Default)]
@@ -26,6 +28,8 @@ struct MemoryServer {
     allows: Option<u64>,
     grow: Option<PathBuf>,
     flip: Option<(PathBuf, usize)>,
+    digest_first: bool,
+    finished_with: Mutex<Option<Value>>,
     hold_until: usize,
     size: AtomicU64,
     last_came: AtomicBool,
@@ -45,6 +49,13 @@ impl ToolCaller for MemoryServer {
         let received = self.received.lock().expect("lock");
         match tool {
             "put_sample_begin" => {
+                if self.digest_first && arguments.get("sha256").is_none() {
+                    return Err(ToolFailure::new(
+                        ErrorCode::BadArgument,
+                        "the argument sha256 is missing",
+                        None,
+                    ));
+                }
                 if let Some(path) = &self.grow {
                     let mut bytes = std::fs::read(path).expect("read");
                     bytes.push(b'!');
@@ -100,10 +111,13 @@ impl ToolCaller for MemoryServer {
                 received.extend(bytes);
                 Ok(json!({"received": received.len()}))
             }
-            "put_sample_finish" => Ok(json!({
+            "put_sample_finish" => {
+                *self.finished_with.lock().expect("lock") = arguments.get("sha256").cloned();
+                Ok(json!({
                 "path": "/job/samples/f", "size": received.len(),
                 "sha256": format!("{:x}", Sha256::digest(&*received)),
-            })),
+                }))
+            }
             other => panic!("unexpected tool {other}"),
         }
     }
@@ -185,6 +199,66 @@ proptest! {
     }
 }
 
+/// A server that takes the digest at the finish is sent the file in one read, and given
+/// the digest of the bytes sent; one that wants it at the beginning gets it there, the file
+/// hashed first.
+#[test]
+fn the_digest_goes_to_the_finish_when_the_server_takes_it_there() {
+    let file: Vec<u8> = (0..5000u32).map(|i| (i * 13 % 256) as u8).collect();
+    let digest = format!("{:x}", Sha256::digest(&file));
+    for digest_first in [false, true] {
+        let server = MemoryServer {
+            digest_first,
+            ..MemoryServer::default()
+        };
+        assert_eq!(send(&server, &file, 1024).expect("uploaded"), 5000);
+        assert_eq!(*server.received.lock().expect("lock"), file);
+        let calls = server.calls.lock().expect("lock").clone();
+        let begins = calls.iter().filter(|c| *c == "put_sample_begin").count();
+        let finished_with = server.finished_with.lock().expect("lock").clone();
+        if digest_first {
+            // Refused without it, then begun with it; the finish needs it no more.
+            assert_eq!(begins, 2, "{calls:?}");
+            assert_eq!(finished_with, None);
+        } else {
+            assert_eq!(begins, 1, "{calls:?}");
+            assert_eq!(finished_with, Some(json!(digest)));
+        }
+    }
+}
+
+/// A file whose size changes after the upload began, its digest to go at the finish, is
+/// not finished.
+#[test]
+fn a_file_that_grows_while_it_is_sent_digest_last_is_not_finished() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let grown = dir.path().join("f");
+    std::fs::write(&grown, vec![5u8; 3000]).expect("write");
+    let server = MemoryServer {
+        grow: Some(grown.clone()),
+        ..MemoryServer::default()
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let result = runtime.block_on(upload(
+        &server,
+        &grown,
+        "f",
+        UploadMode::Chunked,
+        1024,
+        |_, _| {},
+    ));
+    match result {
+        Err(UploadError::ModifiedDuringUpload { what, .. }) => {
+            assert_eq!(what, "3000 bytes when it began, 3001 read");
+        }
+        other => panic!("{other:?}"),
+    }
+    let calls = server.calls.lock().expect("lock").clone();
+    assert!(!calls.iter().any(|c| c == "put_sample_finish"), "{calls:?}");
+}
+
 /// A file hashed first and changed before it is sent: whichever chunk changed, the upload
 /// is not finished and the error states the sha256 of the bytes sent.
 #[test]
@@ -196,6 +270,7 @@ fn a_file_changed_after_it_was_hashed_is_told_with_the_digest_of_the_bytes_sent(
         std::fs::write(&path, &original).expect("write");
         let server = MemoryServer {
             flip: Some((path.clone(), at)),
+            digest_first: true,
             ..MemoryServer::default()
         };
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -233,6 +308,7 @@ fn a_file_that_grows_after_it_was_hashed_is_not_finished() {
     let grown = dir.path().join("f");
     let server = MemoryServer {
         grow: Some(grown.clone()),
+        digest_first: true,
         ..MemoryServer::default()
     };
     std::fs::write(&grown, vec![5u8; 3000]).expect("write");

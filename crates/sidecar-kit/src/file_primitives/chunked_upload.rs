@@ -22,7 +22,7 @@ use crate::{Arguments, ToolContext, ToolResult};
 use maljan_mcp_proto::large_buffers::LARGE_BUFFERS;
 
 use super::put_sample::{
-    discard_upload, drop_idle_uploads, incoming_file, receipt, safe_name, sha_argument,
+    discard_upload, drop_idle_uploads, incoming_file, optional_sha_argument, receipt, safe_name,
     store_upload, too_large,
 };
 
@@ -32,7 +32,7 @@ pub(super) fn put_sample_begin(
     limits: &TransferLimits,
 ) -> ToolResult {
     let name = safe_name(args.string("name")?)?;
-    let sha256 = sha_argument(args)?;
+    let sha256 = optional_sha_argument(args)?;
     let size = args
         .optional_u64("size")?
         .ok_or_else(|| bad("the argument size is missing", "pass the file's size"))?;
@@ -303,8 +303,12 @@ fn store_chunk(
     Ok(upload.received)
 }
 
+/// Checks the bytes received against the digest announced (to `put_sample_begin`, or
+/// here: a client that did not know it when it began hashes as it sends and gives it now)
+/// and stores the file.
 pub(super) fn put_sample_finish(args: &Arguments, ctx: &ToolContext) -> ToolResult {
     let id = upload_id(args)?;
+    let given = optional_sha_argument(args)?;
     let removed = lock(&ctx.job.uploads).remove(&id);
     ctx.job.upload_moved.notify_all();
     let upload = removed.ok_or_else(|| unknown_upload(id))?;
@@ -332,6 +336,21 @@ pub(super) fn put_sample_finish(args: &Arguments, ctx: &ToolContext) -> ToolResu
     if received != size {
         return refuse(format!("{received} bytes received of the {size} announced"));
     }
+    let sha256 = match (sha256, given) {
+        (Some(begun), Some(given)) if begun != given => {
+            return refuse(format!(
+                "sha256 {given} given to put_sample_finish, {begun} to put_sample_begin"
+            ));
+        }
+        (Some(sha256), _) | (None, Some(sha256)) => sha256,
+        (None, None) => {
+            discard_upload(&ctx.job, &temp, size);
+            return Err(bad(
+                "no sha256 was given to put_sample_begin nor to put_sample_finish",
+                "pass the file's sha256 to put_sample_finish",
+            ));
+        }
+    };
     let actual = format!("{:x}", hasher.finalize());
     if actual != sha256 {
         return refuse(format!(

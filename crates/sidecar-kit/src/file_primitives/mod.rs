@@ -124,7 +124,9 @@ impl ServerBuilder {
     /// Offers the file primitives: `put_sample`, `put_sample_begin`, `put_sample_chunk`,
     /// `put_sample_finish` and `get_file`. Uploads are stored in the job's `samples/`
     /// directory, checked against their size and digest; `get_file` serves only files inside
-    /// the job's directory.
+    /// the job's directory. A chunked upload's digest is given to `put_sample_begin`, or,
+    /// when the client does not know it yet, to `put_sample_finish`: a client then reads
+    /// the file once, hashing as it sends, rather than once more beforehand.
     ///
     /// A client may keep several chunks of an upload in flight: their calls run side by
     /// side, each chunk is decoded as it comes, and a chunk that arrives before the bytes
@@ -160,7 +162,10 @@ impl ServerBuilder {
                 "Starts a chunked upload into this job's directory",
             )
             .required_string("name", "the file's name")
-            .required_string("sha256", "the file's sha256")
+            .optional(
+                "sha256",
+                string("the file's sha256 (or to put_sample_finish, when not known yet)"),
+            )
             .optional("size", integer("the file's size")),
             move |args, ctx| chunked_upload::put_sample_begin(args, ctx, &begin),
         )
@@ -174,7 +179,11 @@ impl ServerBuilder {
         )
         .tool(
             ToolSpec::new("put_sample_finish", "Checks and stores a chunked upload")
-                .optional("upload_id", integer("from put_sample_begin")),
+                .optional("upload_id", integer("from put_sample_begin"))
+                .optional(
+                    "sha256",
+                    string("the file's sha256, when put_sample_begin was not given it"),
+                ),
             chunked_upload::put_sample_finish,
         )
         .tool(

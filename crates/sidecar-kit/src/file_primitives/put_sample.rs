@@ -29,7 +29,18 @@ pub(super) fn safe_name(name: &str) -> Result<String, ToolFailure> {
 }
 
 pub(super) fn sha_argument(args: &Arguments) -> Result<String, ToolFailure> {
-    let sha = args.string("sha256")?;
+    checked_sha(args.string("sha256")?)
+}
+
+/// The argument `sha256`, when given: 64 hex digits, lowercased.
+pub(super) fn optional_sha_argument(args: &Arguments) -> Result<Option<String>, ToolFailure> {
+    match args.get("sha256") {
+        None => Ok(None),
+        Some(_) => sha_argument(args).map(Some),
+    }
+}
+
+fn checked_sha(sha: &str) -> Result<String, ToolFailure> {
     if sha.len() != 64 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(bad(
             format!("sha256 {sha:?} is not 64 hex digits"),

@@ -57,7 +57,8 @@ pub(super) fn fill(file: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usiz
 /// Reads the first `size` bytes of a file into the buffers handed to it on `empty`, hashing
 /// as it reads (`sent`), and hands each filled buffer on with its length; returns the size and sha256
 /// of the bytes read (the size is one more than `size` when the file has grown since).
-/// Stops early, without error, when the receiving side is gone.
+/// Stops early, without error, when the receiving side is gone. Says too whether the file's
+/// size or times changed while it was read (a write to it changes them).
 ///
 /// The buffers go round between the reader and the sender: allocated once, rather than one
 /// per chunk.
@@ -67,8 +68,9 @@ fn read_chunks(
     mut sent: SentDigest,
     empty: &std::sync::mpsc::Receiver<Vec<u8>>,
     filled: &mpsc::Sender<(Vec<u8>, usize)>,
-) -> std::io::Result<(u64, String)> {
+) -> std::io::Result<(u64, String, bool)> {
     let mut file = File::open(path)?.take(size);
+    let before = FileVersion::of(file.get_ref())?;
     let mut read = 0u64;
     while let Ok(mut buf) = empty.recv() {
         let n = fill(&mut file, &mut buf)?;
@@ -81,10 +83,33 @@ fn read_chunks(
             break;
         }
     }
-    if read == size && fill(&mut file.into_inner(), &mut [0u8; 1])? > 0 {
+    let mut file = file.into_inner();
+    if read == size && fill(&mut file, &mut [0u8; 1])? > 0 {
         read += 1;
     }
-    Ok((read, sent.finish()))
+    let modified = FileVersion::of(&file)? != before;
+    Ok((read, sent.finish(), modified))
+}
+
+/// What changes when a file is written to: its size, its modification and change times
+/// (the change time cannot be set back by its owner).
+#[derive(PartialEq, Eq)]
+struct FileVersion {
+    len: u64,
+    modified: (i64, i64),
+    changed: (i64, i64),
+}
+
+impl FileVersion {
+    fn of(file: &File) -> std::io::Result<FileVersion> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = file.metadata()?;
+        Ok(FileVersion {
+            len: meta.len(),
+            modified: (meta.mtime(), meta.mtime_nsec()),
+            changed: (meta.ctime(), meta.ctime_nsec()),
+        })
+    }
 }
 
 /// `bytes` in base64, in a string of the right size: a kept one (the transports give a
@@ -97,31 +122,52 @@ fn encode(bytes: &[u8]) -> String {
     base64
 }
 
-/// Uploads `local` to a server as `name`.
+/// Uploads `local` to a server as `name`, its digest not known beforehand.
 ///
-/// The file is hashed first (its digest is announced); then, chunked, it is streamed from
-/// disk `chunk_len` bytes at a time, checked again as read, and `put_sample_finish` is
-/// called only when the bytes sent match the digest announced. The first read notes each
-/// chunk's BLAKE3 and the sha256 state before it; the second compares each chunk's BLAKE3
-/// with the first's (a changed chunk cannot pass unseen: BLAKE3 is as collision resistant
-/// as sha256, and several times faster) and hashes with sha256 only from a chunk that
-/// differs, so a changed file is still told with the sha256 of the bytes sent. When the server's
-/// `put_sample_begin` answer allows it (`chunks_in_flight`, as the kit's does), up to three
-/// chunks are kept in flight, so the server stores one while the next are read, encoded and
-/// sent; otherwise one at a time. Single, the whole file goes in one
-/// `put_sample` call, whatever its size. The server's receipt must state the same size and
-/// digest. `progress` is told the bytes sent and the total.
+/// Chunked, the file is streamed from disk `chunk_len` bytes at a time and hashed as it is
+/// read. When the server's `put_sample_begin` answer allows it (`chunks_in_flight`, as the
+/// kit's does), up to three chunks are kept in flight, so the server stores one while the
+/// next are read, encoded and sent; otherwise one at a time. Its digest goes where the
+/// server takes it:
+///
+/// - to `put_sample_finish`, when the server begins an upload without it (the kit's do): the
+///   file is read once, and the server checks the bytes against the digest at the finish;
+/// - to `put_sample_begin`, when the server refuses to begin without it: the file is then
+///   hashed first, and read again to send it. The first read notes each chunk's BLAKE3 and
+///   the sha256 state before it; the second compares each chunk's BLAKE3 with the first's
+///   (a changed chunk cannot pass unseen: BLAKE3 is as collision resistant as sha256, and
+///   several times faster) and hashes with sha256 only from a chunk that differs, so
+///   `put_sample_finish` is called only when the bytes sent match the digest announced,
+///   and a changed file is still told with the sha256 of the bytes sent.
+///
+/// Single, the file is hashed first and goes in one `put_sample` call, whatever its size.
+/// The server's receipt must state the size and digest of the bytes sent. `progress` is
+/// told the bytes sent and the total.
 pub async fn upload<C: ToolCaller>(
     caller: &C,
     local: &Path,
     name: &str,
     mode: UploadMode,
     chunk_len: usize,
-    progress: impl FnMut(u64, u64),
+    mut progress: impl FnMut(u64, u64),
 ) -> Result<UploadReceipt, UploadError> {
     let start = Instant::now();
-    let (size, sha256, sent) = match mode {
+    let local_name = local.display().to_string();
+    let (validator, sent) = match mode {
         UploadMode::Chunked => {
+            let size = tokio::fs::metadata(local)
+                .await
+                .map_err(read_error(local))?
+                .len();
+            let validator = UploadValidator::digest_at_finish(local_name.clone(), name, size);
+            let sent = SentDigest::Hashing(Sha256::new());
+            match upload_checked(caller, local, validator, sent, chunk_len, &mut progress).await {
+                Err(UploadError::Call {
+                    tool: "put_sample_begin",
+                    ..
+                }) => {}
+                sent_once => return sent_once.map(|receipt| timed(receipt, start)),
+            }
             let source = local.to_owned();
             let (size, sha256, marks) =
                 tokio::task::spawn_blocking(move || hash_marked(&source, chunk_len))
@@ -129,28 +175,26 @@ pub async fn upload<C: ToolCaller>(
                     .map_err(std::io::Error::other)
                     .and_then(|r| r)
                     .map_err(read_error(local))?;
-            (size, sha256, SentDigest::Checking { marks, next: 0 })
+            let validator = UploadValidator::new(local_name, name, size, sha256, mode);
+            (validator, SentDigest::Checking { marks, next: 0 })
         }
         UploadMode::Single => {
             let (size, sha256) = hash_file(local).await.map_err(read_error(local))?;
-            (size, sha256, SentDigest::Hashing(Sha256::new()))
+            let validator = UploadValidator::new(local_name, name, size, sha256, mode);
+            (validator, SentDigest::Hashing(Sha256::new()))
         }
     };
-    let receipt = upload_announced(
-        caller,
-        local,
-        name,
-        (size, sha256),
-        sent,
-        mode,
-        chunk_len,
-        progress,
-    )
-    .await?;
-    Ok(UploadReceipt {
+    upload_checked(caller, local, validator, sent, chunk_len, progress)
+        .await
+        .map(|receipt| timed(receipt, start))
+}
+
+/// A receipt timed from `start` rather than from the upload's last attempt.
+fn timed(receipt: UploadReceipt, start: Instant) -> UploadReceipt {
+    UploadReceipt {
         duration: start.elapsed(),
         ..receipt
-    })
+    }
 }
 
 /// [`upload`], announcing a size and digest already known instead of hashing the file
@@ -178,44 +222,26 @@ pub async fn upload_with_digest<C: ToolCaller>(
     chunk_len: usize,
     progress: impl FnMut(u64, u64),
 ) -> Result<UploadReceipt, UploadError> {
+    let validator = UploadValidator::new(local.display().to_string(), name, size, sha256, mode);
     let sent = SentDigest::Hashing(Sha256::new());
-    upload_announced(
-        caller,
-        local,
-        name,
-        (size, sha256),
-        sent,
-        mode,
-        chunk_len,
-        progress,
-    )
-    .await
+    upload_checked(caller, local, validator, sent, chunk_len, progress).await
 }
 
-/// Uploads `local`, its size and digest announced, its bytes checked as they are read by
-/// `sent` (chunked; a single call hashes the whole file).
-#[allow(clippy::too_many_arguments)]
-async fn upload_announced<C: ToolCaller>(
+/// Uploads `local` as `validator` says, its bytes checked as they are read by `sent`
+/// (chunked; a single call hashes the whole file).
+async fn upload_checked<C: ToolCaller>(
     caller: &C,
     local: &Path,
-    name: &str,
-    (size, sha256): (u64, String),
+    mut validator: UploadValidator,
     sent: SentDigest,
-    mode: UploadMode,
     chunk_len: usize,
     mut progress: impl FnMut(u64, u64),
 ) -> Result<UploadReceipt, UploadError> {
     let start = Instant::now();
     // The chunks' buffers go round while this upload (or another) runs, and go after.
     let _buffers = LARGE_BUFFERS.in_use();
-    let mut validator = UploadValidator::new(
-        local.display().to_string(),
-        name,
-        size,
-        sha256.clone(),
-        mode,
-    );
-    let remote_path = match mode {
+    let (size, mode) = (validator.size(), validator.mode());
+    let (remote_path, sha256) = match mode {
         UploadMode::Single => {
             let bytes = tokio::fs::read(local).await.map_err(read_error(local))?;
             let mut arguments =
@@ -225,7 +251,8 @@ async fn upload_announced<C: ToolCaller>(
             drop(bytes);
             let answer = call(caller, "put_sample", arguments).await?;
             progress(size, size);
-            validator.finish(&answer)?
+            let sha256 = validator.sha256().to_owned();
+            (validator.finish(&answer)?, sha256)
         }
         UploadMode::Chunked => {
             let begun = call(caller, "put_sample_begin", validator.begin_arguments()).await?;
@@ -266,14 +293,18 @@ async fn upload_announced<C: ToolCaller>(
                     else => break,
                 }
             }
-            let (read_size, read) = reader
+            let (read_size, read, modified) = reader
                 .await
                 .map_err(std::io::Error::other)
                 .and_then(|r| r)
                 .map_err(read_error(local))?;
+            if modified {
+                validator.handle_modified()?;
+            }
             let arguments = validator.handle_eof(read_size, &read)?;
             let answer = call(caller, "put_sample_finish", arguments).await?;
-            validator.finish(&answer)?
+            let sha256 = validator.sha256().to_owned();
+            (validator.finish(&answer)?, sha256)
         }
     };
     Ok(UploadReceipt {

@@ -90,6 +90,16 @@ pub enum UploadError {
         /// The digest of the bytes sent.
         read: String,
     },
+    /// The file changed while it was read to be sent, its digest to be given at the finish:
+    /// its size, or its modification or change time, is not what it was when the reading
+    /// began.
+    #[error("{path} changed while it was sent ({what}); the upload was not finished")]
+    ModifiedDuringUpload {
+        /// The local file.
+        path: String,
+        /// What changed.
+        what: String,
+    },
     /// A call of the upload failed.
     #[error("{tool} failed: {}", failure.message)]
     Call {

@@ -53,6 +53,9 @@ pub struct UploadValidator {
     name: String,
     size: u64,
     sha256: String,
+    /// Whether `sha256` goes to `put_sample_begin`; when not, it is the digest of the bytes
+    /// read, given to `put_sample_finish`.
+    announced: bool,
     mode: UploadMode,
     upload_id: Option<Value>,
     chunks_in_flight: usize,
@@ -75,6 +78,7 @@ impl UploadValidator {
             name: name.into(),
             size,
             sha256: sha256.into(),
+            announced: true,
             mode,
             upload_id: None,
             chunks_in_flight: 1,
@@ -83,19 +87,53 @@ impl UploadValidator {
         }
     }
 
+    /// A chunked upload of the `size` bytes read from `local` whose digest is not known
+    /// when it begins: the bytes are hashed as they are read and their digest given to
+    /// `put_sample_finish` (which a server offering it checks, as the kit's does), so the
+    /// file is read once. The server's receipt must state that digest.
+    ///
+    /// ```
+    /// use maljan_staging::UploadValidator;
+    /// use serde_json::json;
+    /// let sha = "b94d27b9934d3e08a52e52d7da7dabfac484efe37a5380ee9088f7ace2efcde9"; // "hello world"
+    /// let mut v = UploadValidator::digest_at_finish("sample.txt", "sample.txt", 11);
+    /// assert_eq!(v.begin_arguments(), json!({"name": "sample.txt", "size": 11}));
+    /// v.handle_begin_answer(&json!({"upload_id": "u1"})).unwrap();
+    /// v.handle_chunk_read(11);
+    /// v.handle_chunk_answer(&json!({"received": 11})).unwrap();
+    /// let finish = v.handle_eof(11, sha).unwrap();
+    /// assert_eq!(finish, json!({"upload_id": "u1", "sha256": sha}));
+    /// ```
+    pub fn digest_at_finish(local: impl Into<String>, name: impl Into<String>, size: u64) -> Self {
+        UploadValidator {
+            announced: false,
+            ..UploadValidator::new(local, name, size, String::new(), UploadMode::Chunked)
+        }
+    }
+
     /// The size announced.
     pub fn size(&self) -> u64 {
         self.size
     }
 
-    /// The digest announced.
+    /// How the file goes.
+    pub fn mode(&self) -> UploadMode {
+        self.mode
+    }
+
+    /// The digest announced; given at the finish, the digest of the bytes read once the
+    /// reading is over ([`handle_eof`](Self::handle_eof)), empty before.
     pub fn sha256(&self) -> &str {
         &self.sha256
     }
 
     /// The arguments of `put_sample_begin`.
     pub fn begin_arguments(&self) -> Value {
-        json!({"name": self.name, "size": self.size, "sha256": self.sha256})
+        if self.announced {
+            json!({"name": self.name, "size": self.size, "sha256": self.sha256})
+        } else {
+            json!({"name": self.name, "size": self.size})
+        }
     }
 
     /// Takes `put_sample_begin`'s answer: its `upload_id` (required) and how many chunks it
@@ -152,8 +190,15 @@ impl UploadValidator {
 
     /// Takes the end of the reading: `read` bytes (one more than announced when the file
     /// grew) of digest `read_sha256`. Gives the arguments of `put_sample_finish`, when those
-    /// bytes are the ones announced, all of them were sent and every chunk was answered.
+    /// bytes are the ones announced (the size announced, when the digest is given at the
+    /// finish), all of them were sent and every chunk was answered.
     pub fn handle_eof(&mut self, read: u64, read_sha256: &str) -> Result<Value, UploadError> {
+        if !self.announced && (read != self.size || self.sent != self.size) {
+            return Err(self.modified(format!("{} bytes when it began, {read} read", self.size)));
+        }
+        if !self.announced {
+            self.sha256 = read_sha256.to_owned();
+        }
         if read_sha256 != self.sha256 || read != self.size || self.sent != self.size {
             return Err(self.changed(read_sha256));
         }
@@ -164,7 +209,28 @@ impl UploadValidator {
                 problem: WrongAnswer::ChunksUnanswered(self.unanswered.len()),
             });
         }
-        Ok(json!({"upload_id": self.upload_id}))
+        if self.announced {
+            Ok(json!({"upload_id": self.upload_id}))
+        } else {
+            Ok(json!({"upload_id": self.upload_id, "sha256": self.sha256}))
+        }
+    }
+
+    /// Takes word that the file's size or times changed while it was read: an upload whose
+    /// digest goes to the finish is not finished (the bytes sent may be part one version of
+    /// the file, part another); one announced is checked against its digest, as ever.
+    ///
+    /// ```
+    /// use maljan_staging::{UploadError, UploadValidator};
+    /// let v = UploadValidator::digest_at_finish("sample.txt", "sample.txt", 11);
+    /// assert!(matches!(v.handle_modified(), Err(UploadError::ModifiedDuringUpload { .. })));
+    /// ```
+    pub fn handle_modified(&self) -> Result<(), UploadError> {
+        if self.announced {
+            Ok(())
+        } else {
+            Err(self.modified("it was written to while it was read".to_owned()))
+        }
     }
 
     /// Takes the digest of the whole file read for one `put_sample` call and gives the
@@ -203,6 +269,13 @@ impl UploadValidator {
             ));
         }
         Ok(path.to_owned())
+    }
+
+    fn modified(&self, what: String) -> UploadError {
+        UploadError::ModifiedDuringUpload {
+            path: self.local.clone(),
+            what,
+        }
     }
 
     fn changed(&self, read_sha256: &str) -> UploadError {
