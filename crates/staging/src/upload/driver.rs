@@ -55,8 +55,9 @@ pub(super) fn fill(file: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usiz
 }
 
 /// Reads the first `size` bytes of a file into the buffers handed to it on `empty`, hashing
-/// as it reads (`sent`), and hands each filled buffer on with its length; returns the size and sha256
-/// of the bytes read (the size is one more than `size` when the file has grown since).
+/// as it reads (`sent`), and hands each filled buffer on with its length; returns the size
+/// and sha256 of the bytes read (the size is one more than `size` when the file has grown
+/// since).
 /// Stops early, without error, when the receiving side is gone. Says too whether the file's
 /// size or times changed while it was read (a write to it changes them).
 ///
@@ -92,7 +93,9 @@ fn read_chunks(
 }
 
 /// What changes when a file is written to: its size, its modification and change times
-/// (the change time cannot be set back by its owner).
+/// (the change time cannot be set back by its owner). The times move by the clock's tick:
+/// a write in the tick of the first look can go unseen, where the kernel does not stamp a
+/// change after a look finely (Linux without multigrain timestamps).
 #[derive(PartialEq, Eq)]
 struct FileVersion {
     len: u64,
@@ -131,7 +134,10 @@ fn encode(bytes: &[u8]) -> String {
 /// server takes it:
 ///
 /// - to `put_sample_finish`, when the server begins an upload without it (the kit's do): the
-///   file is read once, and the server checks the bytes against the digest at the finish;
+///   file is read once, and the server checks the bytes against the digest at the finish.
+///   The upload is not finished when the file's size or times changed while it was read
+///   ([`UploadError::ModifiedDuringUpload`]): the bytes sent could be part one version of
+///   it, part another;
 /// - to `put_sample_begin`, when the server refuses to begin without it: the file is then
 ///   hashed first, and read again to send it. The first read notes each chunk's BLAKE3 and
 ///   the sha256 state before it; the second compares each chunk's BLAKE3 with the first's
