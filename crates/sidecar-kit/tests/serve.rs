@@ -227,6 +227,11 @@ async fn a_digest_given_only_at_the_finish_is_checked_there() {
         (None, Some(sha(b"abcdef")), Ok(())),
         (None, Some(sha(b"abcdeF")), Err("not the")),
         (None, None, Err("no sha256 was given")),
+        (
+            None,
+            Some("not a digest".to_owned()),
+            Err("is not 64 hex digits"),
+        ),
         (Some(sha(b"abcdef")), Some(sha(b"abcdef")), Ok(())),
         (
             Some(sha(b"abcdef")),
