@@ -13,7 +13,6 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 
-use super::chunk_marks::{SentDigest, hash_marked};
 use super::{UploadError, UploadMode, UploadReceipt, UploadValidator};
 use crate::ToolCaller;
 use crate::caller::send_at_once;
@@ -41,7 +40,7 @@ fn read_error(path: &Path) -> impl Fn(std::io::Error) -> UploadError + '_ {
 }
 
 /// Reads up to `buf.len()` bytes (fewer only at the end of the file).
-pub(super) fn fill(file: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+fn fill(file: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
     let mut filled = 0;
     while filled < buf.len() {
         match file.read(&mut buf[filled..]) {
@@ -55,7 +54,7 @@ pub(super) fn fill(file: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usiz
 }
 
 /// Reads the first `size` bytes of a file into the buffers handed to it on `empty`, hashing
-/// as it reads (`sent`), and hands each filled buffer on with its length; returns the size
+/// as it reads, and hands each filled buffer on with its length; returns the size
 /// and sha256 of the bytes read (the size is one more than `size` when the file has grown
 /// since).
 /// Stops early, without error, when the receiving side is gone. Says too whether the file's
@@ -66,19 +65,19 @@ pub(super) fn fill(file: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usiz
 fn read_chunks(
     path: &Path,
     size: u64,
-    mut sent: SentDigest,
     empty: &std::sync::mpsc::Receiver<Vec<u8>>,
     filled: &mpsc::Sender<(Vec<u8>, usize)>,
 ) -> std::io::Result<(u64, String, bool)> {
     let mut file = File::open(path)?.take(size);
     let before = FileVersion::of(file.get_ref())?;
+    let mut hasher = Sha256::new();
     let mut read = 0u64;
     while let Ok(mut buf) = empty.recv() {
         let n = fill(&mut file, &mut buf)?;
         if n == 0 {
             break;
         }
-        sent.update(&buf[..n]);
+        hasher.update(&buf[..n]);
         read += n as u64;
         if filled.blocking_send((buf, n)).is_err() {
             break;
@@ -89,7 +88,7 @@ fn read_chunks(
         read += 1;
     }
     let modified = FileVersion::of(&file)? != before;
-    Ok((read, sent.finish(), modified))
+    Ok((read, format!("{:x}", hasher.finalize()), modified))
 }
 
 /// What changes when a file is written to: its size, its modification and change times
@@ -139,12 +138,8 @@ fn encode(bytes: &[u8]) -> String {
 ///   ([`UploadError::ModifiedDuringUpload`]): the bytes sent could be part one version of
 ///   it, part another;
 /// - to `put_sample_begin`, when the server refuses to begin without it: the file is then
-///   hashed first, and read again to send it. The first read notes each chunk's BLAKE3 and
-///   the sha256 state before it; the second compares each chunk's BLAKE3 with the first's
-///   (a changed chunk cannot pass unseen: BLAKE3 is as collision resistant as sha256, and
-///   several times faster) and hashes with sha256 only from a chunk that differs, so
-///   `put_sample_finish` is called only when the bytes sent match the digest announced,
-///   and a changed file is still told with the sha256 of the bytes sent.
+///   hashed first, and hashed again as it is read to send it; `put_sample_finish` is called
+///   only when the bytes sent match the digest announced.
 ///
 /// Single, the file is hashed first and goes in one `put_sample` call, whatever its size.
 /// The server's receipt must state the size and digest of the bytes sent. `progress` is
@@ -159,38 +154,23 @@ pub async fn upload<C: ToolCaller>(
 ) -> Result<UploadReceipt, UploadError> {
     let start = Instant::now();
     let local_name = local.display().to_string();
-    let (validator, sent) = match mode {
-        UploadMode::Chunked => {
-            let size = tokio::fs::metadata(local)
-                .await
-                .map_err(read_error(local))?
-                .len();
-            let validator = UploadValidator::digest_at_finish(local_name.clone(), name, size);
-            let sent = SentDigest::Hashing(Sha256::new());
-            match upload_checked(caller, local, validator, sent, chunk_len, &mut progress).await {
-                Err(UploadError::Call {
-                    tool: "put_sample_begin",
-                    ..
-                }) => {}
-                sent_once => return sent_once.map(|receipt| timed(receipt, start)),
-            }
-            let source = local.to_owned();
-            let (size, sha256, marks) =
-                tokio::task::spawn_blocking(move || hash_marked(&source, chunk_len))
-                    .await
-                    .map_err(std::io::Error::other)
-                    .and_then(|r| r)
-                    .map_err(read_error(local))?;
-            let validator = UploadValidator::new(local_name, name, size, sha256, mode);
-            (validator, SentDigest::Checking { marks, next: 0 })
+    if mode == UploadMode::Chunked {
+        let size = tokio::fs::metadata(local)
+            .await
+            .map_err(read_error(local))?
+            .len();
+        let validator = UploadValidator::digest_at_finish(local_name.clone(), name, size);
+        match upload_checked(caller, local, validator, chunk_len, &mut progress).await {
+            Err(UploadError::Call {
+                tool: "put_sample_begin",
+                ..
+            }) => {}
+            sent_once => return sent_once.map(|receipt| timed(receipt, start)),
         }
-        UploadMode::Single => {
-            let (size, sha256) = hash_file(local).await.map_err(read_error(local))?;
-            let validator = UploadValidator::new(local_name, name, size, sha256, mode);
-            (validator, SentDigest::Hashing(Sha256::new()))
-        }
-    };
-    upload_checked(caller, local, validator, sent, chunk_len, progress)
+    }
+    let (size, sha256) = hash_file(local).await.map_err(read_error(local))?;
+    let validator = UploadValidator::new(local_name, name, size, sha256, mode);
+    upload_checked(caller, local, validator, chunk_len, progress)
         .await
         .map(|receipt| timed(receipt, start))
 }
@@ -229,17 +209,14 @@ pub async fn upload_with_digest<C: ToolCaller>(
     progress: impl FnMut(u64, u64),
 ) -> Result<UploadReceipt, UploadError> {
     let validator = UploadValidator::new(local.display().to_string(), name, size, sha256, mode);
-    let sent = SentDigest::Hashing(Sha256::new());
-    upload_checked(caller, local, validator, sent, chunk_len, progress).await
+    upload_checked(caller, local, validator, chunk_len, progress).await
 }
 
-/// Uploads `local` as `validator` says, its bytes checked as they are read by `sent`
-/// (chunked; a single call hashes the whole file).
+/// Uploads `local` as `validator` says, its bytes hashed as they are read.
 async fn upload_checked<C: ToolCaller>(
     caller: &C,
     local: &Path,
     mut validator: UploadValidator,
-    sent: SentDigest,
     chunk_len: usize,
     mut progress: impl FnMut(u64, u64),
 ) -> Result<UploadReceipt, UploadError> {
@@ -270,9 +247,8 @@ async fn upload_checked<C: ToolCaller>(
                 let _ = empty_tx.send(vec![0u8; chunk_len.max(1)]);
             }
             let source = local.to_owned();
-            let reader = tokio::task::spawn_blocking(move || {
-                read_chunks(&source, size, sent, &empty, &filled_tx)
-            });
+            let reader =
+                tokio::task::spawn_blocking(move || read_chunks(&source, size, &empty, &filled_tx));
             let mut in_flight = FuturesOrdered::new();
             let mut all_read = false;
             loop {

@@ -2,7 +2,6 @@
 //! single `put_sample`: the checks in a sans-IO [`UploadValidator`], the file's reading and
 //! the calls in [`upload`] / [`upload_with_digest`].
 
-mod chunk_marks;
 mod driver;
 mod validator;
 
