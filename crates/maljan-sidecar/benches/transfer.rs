@@ -38,7 +38,8 @@ use maljan_client::{
 use maljan_direct_write::{DirectWriter, pad_to_aligned};
 use maljan_mcp_proto::maljan::{ErrorCode, ToolFailure};
 use maljan_staging::{
-    CHUNK_BYTES, Origin, ToolCaller, UploadMode, download, upload, upload_with_digest,
+    CHUNK_BYTES, Origin, ToolCaller, UploadMode, UploadReceipt, download, upload,
+    upload_with_digest,
 };
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -304,6 +305,24 @@ impl<C: ToolCaller + Sync> ToolCaller for DigestFirst<'_, C> {
     }
 }
 
+/// Uploads the sample to `caller` as if its digest were not known.
+fn upload_unknown_digest(
+    runtime: &Runtime,
+    caller: &impl ToolCaller,
+    path: &Path,
+) -> UploadReceipt {
+    runtime
+        .block_on(upload(
+            caller,
+            path,
+            "big.bin",
+            UploadMode::Chunked,
+            CHUNK_BYTES as usize,
+            |_, _| {},
+        ))
+        .expect("uploaded")
+}
+
 /// Uploads (known digest; not known, given at the finish; not known, hashed first) and
 /// downloads 256 MiB over one wire.
 fn bench_wire(
@@ -327,73 +346,40 @@ fn bench_wire(
             ))
             .expect("uploaded")
     };
-    let upload_digest_at_finish = || {
-        runtime
-            .block_on(upload(
-                server,
-                &sample.path,
-                "big.bin",
-                UploadMode::Chunked,
-                CHUNK_BYTES as usize,
-                |_, _| {},
-            ))
-            .expect("uploaded")
-    };
-    let upload_hashed_first = || {
-        runtime
-            .block_on(upload(
-                &DigestFirst(server),
-                &sample.path,
-                "big.bin",
-                UploadMode::Chunked,
-                CHUNK_BYTES as usize,
-                |_, _| {},
-            ))
-            .expect("uploaded")
-    };
+    let upload_digest_at_finish = || upload_unknown_digest(runtime, server, &sample.path);
+    let upload_hashed_first = || upload_unknown_digest(runtime, &DigestFirst(server), &sample.path);
     let remote_path = upload_sample().remote_path;
     let stored_path = job.store().root().join(&sample.sha256);
     let remove_upload = || remove_if_there(Path::new(&remote_path));
     let hwm_reset = reset_vm_hwm();
     let hwm_before = vm_hwm_mib();
-    let upload_cpu = CpuPerTransfer::start(&wire.server_pid);
     // In a job a file goes to a server once: each upload is timed into a directory that
     // does not hold the file yet (replacing a 256 MiB file costs ext4 a flush of its own).
-    group.bench_function(format!("upload_chunked_over_{}", wire.name), |b| {
-        b.iter_batched(
-            remove_upload,
-            |()| {
-                upload_cpu.count();
-                upload_sample()
-            },
-            BatchSize::PerIteration,
-        )
-    });
-    let upload_cpu = upload_cpu.report("upload");
-    let at_finish_cpu = CpuPerTransfer::start(&wire.server_pid);
-    group.bench_function(format!("upload_digest_at_finish_over_{}", wire.name), |b| {
-        b.iter_batched(
-            remove_upload,
-            |()| {
-                at_finish_cpu.count();
-                upload_digest_at_finish()
-            },
-            BatchSize::PerIteration,
-        )
-    });
-    let at_finish_cpu = at_finish_cpu.report("upload, digest at the finish");
-    let hashed_first_cpu = CpuPerTransfer::start(&wire.server_pid);
-    group.bench_function(format!("upload_hashed_first_over_{}", wire.name), |b| {
-        b.iter_batched(
-            remove_upload,
-            |()| {
-                hashed_first_cpu.count();
-                upload_hashed_first()
-            },
-            BatchSize::PerIteration,
-        )
-    });
-    let hashed_first_cpu = hashed_first_cpu.report("upload, hashed first");
+    let mut time_upload = |name: &str, what: &str, upload: &dyn Fn() -> UploadReceipt| {
+        let cpu = CpuPerTransfer::start(&wire.server_pid);
+        group.bench_function(format!("{name}_over_{}", wire.name), |b| {
+            b.iter_batched(
+                remove_upload,
+                |()| {
+                    cpu.count();
+                    upload()
+                },
+                BatchSize::PerIteration,
+            )
+        });
+        cpu.report(what)
+    };
+    let upload_cpu = time_upload("upload_chunked", "upload", &upload_sample);
+    let at_finish_cpu = time_upload(
+        "upload_digest_at_finish",
+        "upload, digest at the finish",
+        &upload_digest_at_finish,
+    );
+    let hashed_first_cpu = time_upload(
+        "upload_hashed_first",
+        "upload, hashed first",
+        &upload_hashed_first,
+    );
     let uploads_peak = vm_hwm_mib();
     let download_cpu = CpuPerTransfer::start(&wire.server_pid);
     // Likewise each download is timed into a store that does not hold the file yet.

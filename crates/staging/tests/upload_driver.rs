@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use maljan_mcp_proto::maljan::{ErrorCode, ToolFailure};
-use maljan_staging::{ToolCaller, UploadError, UploadMode, upload, upload_with_digest};
+use maljan_staging::{
+    ToolCaller, UploadError, UploadMode, UploadReceipt, upload, upload_with_digest,
+};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -127,18 +129,26 @@ fn send(server: &MemoryServer, file: &[u8], chunk: usize) -> Result<u64, UploadE
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("f");
     std::fs::write(&path, file).expect("write");
+    upload_in_chunks(server, &path, chunk).map(|receipt| receipt.size)
+}
+
+/// Uploads the file at `path` with [`upload`], `chunk` bytes at a time.
+fn upload_in_chunks(
+    server: &MemoryServer,
+    path: &std::path::Path,
+    chunk: usize,
+) -> Result<UploadReceipt, UploadError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("runtime");
-    let result = runtime.block_on(upload(
+    runtime.block_on(upload(
         server,
-        &path,
+        path,
         "f",
         UploadMode::Chunked,
         chunk,
         |_, _| {},
-    ));
-    result.map(|receipt| receipt.size)
+    ))
 }
 
 proptest! {
@@ -238,17 +248,7 @@ fn a_file_that_grows_while_it_is_sent_digest_last_is_not_finished() {
         grow: Some(grown.clone()),
         ..MemoryServer::default()
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .expect("runtime");
-    let result = runtime.block_on(upload(
-        &server,
-        &grown,
-        "f",
-        UploadMode::Chunked,
-        1024,
-        |_, _| {},
-    ));
+    let result = upload_in_chunks(&server, &grown, 1024);
     match result {
         Err(UploadError::ModifiedDuringUpload { what, .. }) => {
             assert_eq!(what, "3000 bytes when it began, 3001 read");
@@ -273,17 +273,7 @@ fn a_file_changed_after_it_was_hashed_is_told_with_the_digest_of_the_bytes_sent(
             digest_first: true,
             ..MemoryServer::default()
         };
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .expect("runtime");
-        let result = runtime.block_on(upload(
-            &server,
-            &path,
-            "f",
-            UploadMode::Chunked,
-            1024,
-            |_, _| {},
-        ));
+        let result = upload_in_chunks(&server, &path, 1024);
         let sent = server.received.lock().expect("lock").clone();
         assert_eq!(sent, std::fs::read(&path).expect("read"), "changed at {at}");
         match result {
@@ -312,17 +302,7 @@ fn a_file_that_grows_after_it_was_hashed_is_not_finished() {
         ..MemoryServer::default()
     };
     std::fs::write(&grown, vec![5u8; 3000]).expect("write");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .expect("runtime");
-    let result = runtime.block_on(upload(
-        &server,
-        &grown,
-        "f",
-        UploadMode::Chunked,
-        1024,
-        |_, _| {},
-    ));
+    let result = upload_in_chunks(&server, &grown, 1024);
     assert!(
         matches!(result, Err(UploadError::ChangedDuringUpload { .. })),
         "{result:?}"
