@@ -137,9 +137,10 @@ fn encode(bytes: &[u8]) -> String {
 ///   The upload is not finished when the file's size or times changed while it was read
 ///   ([`UploadError::ModifiedDuringUpload`]): the bytes sent could be part one version of
 ///   it, part another;
-/// - to `put_sample_begin`, when the server refuses to begin without it: the file is then
-///   hashed first, and hashed again as it is read to send it; `put_sample_finish` is called
-///   only when the bytes sent match the digest announced.
+/// - to `put_sample_begin`, when the server refuses to begin without it (any refusal of
+///   that beginning: one for another cause, a full disk say, comes again after the hash):
+///   the file is then hashed first, and hashed again as it is read to send it;
+///   `put_sample_finish` is called only when the bytes sent match the digest announced.
 ///
 /// Single, the file is hashed first and goes in one `put_sample` call, whatever its size.
 /// The server's receipt must state the size and digest of the bytes sent. `progress` is

@@ -92,7 +92,10 @@ pub enum UploadError {
     /// The file changed while it was read to be sent, its digest to be given at the finish:
     /// its size, or its modification or change time, is not what it was when the reading
     /// began.
-    #[error("{path} changed while it was sent ({what}); the upload was not finished")]
+    #[error(
+        "{path} changed while it was sent ({what}); the upload was not finished: send it \
+         again once nothing writes to it"
+    )]
     ModifiedDuringUpload {
         /// The local file.
         path: String,
