@@ -117,6 +117,12 @@ impl UploadValidator {
     }
 
     /// How the file goes.
+    ///
+    /// ```
+    /// use maljan_staging::{UploadMode, UploadValidator};
+    /// let v = UploadValidator::digest_at_finish("sample.txt", "sample.txt", 11);
+    /// assert_eq!(v.mode(), UploadMode::Chunked);
+    /// ```
     pub fn mode(&self) -> UploadMode {
         self.mode
     }
